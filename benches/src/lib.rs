@@ -1,0 +1,1 @@
+//! Whole-pipeline benchmarks for energon-rs.

@@ -1,0 +1,3 @@
+//! The `energon` command: prepare, inspect and load Energon datasets.
+
+fn main() {}

@@ -1,0 +1,129 @@
+//! Errors returned by energon-index.
+
+use std::{io, path::PathBuf};
+
+/// An error reading or writing an Energon on-disk format.
+///
+/// Every variant names the file it concerns; corruption variants also carry the byte offset.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A file or folder could not be opened, read or written.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done (`"cannot open"`, `"cannot write"`, ...).
+        op: &'static str,
+        /// The file concerned.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A tar shard is damaged or truncated.
+    #[error("corrupt tar {path} at byte offset {offset}: {reason}")]
+    CorruptTar {
+        /// The shard.
+        path: PathBuf,
+        /// Byte offset of the header or data block at fault.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A shard is compressed; only uncompressed tar shards can be read by random access.
+    #[error("{path} is gzip-compressed; energon needs uncompressed tar shards (gunzip it first)")]
+    CompressedTar {
+        /// The shard.
+        path: PathBuf,
+    },
+    /// A shard holds no sample.
+    #[error("{path} contains no samples")]
+    EmptyShard {
+        /// The shard.
+        path: PathBuf,
+    },
+    /// An offset index (`.tar.idx`, `.jsonl.idx`) is damaged or does not fit its data file.
+    #[error("corrupt index {path} at byte offset {offset}: {reason}")]
+    CorruptIndex {
+        /// The index file.
+        path: PathBuf,
+        /// Byte offset inside the index file.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A JSONL file is malformed.
+    #[error("bad JSONL {path} at byte offset {offset}: {reason}")]
+    BadJsonl {
+        /// The JSONL file.
+        path: PathBuf,
+        /// Byte offset of the bad line.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A metadata file (YAML or JSON) could not be parsed or has the wrong structure.
+    #[error("bad metadata file {path}: {reason}")]
+    BadMetadata {
+        /// The metadata file.
+        path: PathBuf,
+        /// What is wrong, including the location inside the file where known.
+        reason: String,
+    },
+    /// The same sample key occurs more than once in a dataset.
+    #[error(
+        "duplicate sample key {key:?}: in {first} and {second}; sample keys must be unique across all shards"
+    )]
+    DuplicateKey {
+        /// The key.
+        key: String,
+        /// Where it was seen first (shard path).
+        first: String,
+        /// Where it was seen again (shard path).
+        second: String,
+    },
+    /// A SQLite operation failed.
+    #[error("sqlite error on {path}: {source}")]
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The path is not a dataset this crate can handle.
+    #[error("{path} is not an energon dataset: {reason}")]
+    NotADataset {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// Invalid user-supplied configuration (flags, patterns, ratios).
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The index was written by a version of Energon that this crate does not read.
+    #[error("{path}: unsupported index format ({found}); {advice}")]
+    Incompatible {
+        /// The file.
+        path: PathBuf,
+        /// What was found.
+        found: String,
+        /// What to do about it.
+        advice: &'static str,
+    },
+}
+
+/// Result alias for energon-index.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Wraps an I/O error with the operation and path it concerns.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io { op, path: path.into(), source }
+    }
+
+    /// Wraps a SQLite error with the database path.
+    pub fn sqlite(path: impl Into<PathBuf>, source: rusqlite::Error) -> Self {
+        Error::Sqlite { path: path.into(), source }
+    }
+}

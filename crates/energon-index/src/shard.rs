@@ -1,0 +1,52 @@
+//! Plain data types describing the samples found in one tar shard.
+//!
+//! Produced by [`crate::tar_scan`], consumed by [`crate::tar_idx`], [`crate::sqlite`] and
+//! [`crate::prepare`].
+
+/// One regular-file member of a sample (a "part").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartEntry {
+    /// The part name: everything after the first dot of the member's basename (`jpg`, `seg.png`).
+    pub name: String,
+    /// Byte offset of the member's content (Python `TarInfo.offset_data`).
+    pub offset_data: u64,
+    /// Content size in bytes (Python `TarInfo.size`).
+    pub size: u64,
+}
+
+/// One sample: consecutive members sharing a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SampleEntry {
+    /// The sample key (directory prefix kept, basename up to its first dot).
+    pub key: String,
+    /// Byte offset of the first header block of the sample's first member (Python
+    /// `TarInfo.offset`, which includes GNU long-name and PAX header blocks).
+    pub offset: u64,
+    /// The parts, in tar order.
+    pub parts: Vec<PartEntry>,
+}
+
+/// The result of scanning one shard.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ShardScan {
+    /// Samples in tar order.
+    pub samples: Vec<SampleEntry>,
+    /// Byte offset just past the last member's padded data (Python `TarFile.offset` after
+    /// iterating all members): the start of the end-of-archive blocks.
+    pub end_offset: u64,
+}
+
+impl ShardScan {
+    /// The sample byte ranges as `.tar.idx` stores them: each sample's start, then `end_offset`.
+    pub fn offsets(&self) -> Vec<u64> {
+        let mut res: Vec<u64> = self.samples.iter().map(|s| s.offset).collect();
+        res.push(self.end_offset);
+        res
+    }
+
+    /// Byte size of sample `i` (up to the next sample's start, or `end_offset` for the last).
+    pub fn byte_size(&self, i: usize) -> u64 {
+        let end = self.samples.get(i + 1).map_or(self.end_offset, |s| s.offset);
+        end - self.samples[i].offset
+    }
+}

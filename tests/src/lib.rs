@@ -1,0 +1,1 @@
+//! Shared test helpers for energon-rs: synthetic datasets and fixture paths.
