@@ -1,0 +1,109 @@
+//! Tidy checks: the architecture's dependency rules and the file conventions, checked in `cargo test`.
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    path::{Path, PathBuf},
+};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        if name == "target" || name.to_string_lossy().starts_with('.') {
+            continue;
+        }
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn all_rust_files() -> Vec<PathBuf> {
+    let root = repo_root();
+    let mut res = Vec::new();
+    for dir in ["crates", "tests", "benches", "examples"] {
+        rust_files(&root.join(dir), &mut res);
+    }
+    res.sort();
+    res
+}
+
+#[test]
+fn every_rust_file_starts_with_a_module_doc() {
+    let bad: Vec<_> = all_rust_files()
+        .into_iter()
+        .filter(|p| !fs::read_to_string(p).unwrap().starts_with("//!"))
+        .collect();
+    assert!(bad.is_empty(), "files without a leading `//!` doc line: {bad:#?}");
+}
+
+#[test]
+fn no_rust_file_is_too_long() {
+    const MAX_LINES: usize = 900;
+    let bad: Vec<_> = all_rust_files()
+        .into_iter()
+        .filter_map(|p| {
+            let n = fs::read_to_string(&p).unwrap().lines().count();
+            (n > MAX_LINES).then_some((p, n))
+        })
+        .collect();
+    assert!(bad.is_empty(), "files over {MAX_LINES} lines (split them): {bad:#?}");
+}
+
+/// The `[dependencies]` names of a crate's manifest (not dev-dependencies).
+fn dependencies(manifest: &Path) -> Vec<String> {
+    let text = fs::read_to_string(manifest).unwrap();
+    let mut res = Vec::new();
+    let mut in_deps = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]";
+            continue;
+        }
+        if in_deps && !line.is_empty() && !line.starts_with('#') {
+            let name = line.split(['.', '=', ' ']).next().unwrap().trim();
+            res.push(name.to_owned());
+        }
+    }
+    res
+}
+
+#[test]
+fn crate_dependencies_follow_the_layering() {
+    // Each crate may depend only on the energon crates listed here (ARCHITECTURE.md, Code Map).
+    let allowed: BTreeMap<&str, &[&str]> = BTreeMap::from([
+        ("energon-dist", &[][..]),
+        ("energon-index", &["energon-dist"][..]),
+        ("energon-reader", &["energon-index", "energon-dist"][..]),
+        ("energon-mix", &["energon-reader", "energon-index", "energon-dist"][..]),
+        ("energon-cook", &["energon-mix", "energon-reader", "energon-index", "energon-dist"][..]),
+    ]);
+    let root = repo_root();
+    for (krate, ok) in &allowed {
+        let deps = dependencies(&root.join("crates").join(krate).join("Cargo.toml"));
+        for dep in deps.iter().filter(|d| d.starts_with("energon-")) {
+            assert!(ok.contains(&dep.as_str()), "{krate} must not depend on {dep}");
+        }
+    }
+    // Only energon-index links SQLite; only energon-py links Python.
+    for entry in fs::read_dir(root.join("crates")).unwrap() {
+        let dir = entry.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let deps = dependencies(&dir.join("Cargo.toml"));
+        if name != "energon-index" {
+            assert!(!deps.iter().any(|d| d == "rusqlite"), "{name} must not depend on rusqlite");
+        }
+        if name != "energon-py" {
+            assert!(!deps.iter().any(|d| d == "pyo3" || d == "numpy"), "{name} must not link Python");
+        }
+    }
+}
