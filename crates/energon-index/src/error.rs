@@ -69,6 +69,54 @@ pub enum Error {
         /// What is wrong, including the location inside the file where known.
         reason: String,
     },
+    /// A YAML file is not well-formed (or uses a YAML feature Energon does not read).
+    #[error("bad yaml {path} at line {line}, column {column}: {reason}")]
+    BadYaml {
+        /// The YAML file.
+        path: PathBuf,
+        /// 1-based line of the fault.
+        line: usize,
+        /// 1-based column (in characters) of the fault.
+        column: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A split configuration does not define the requested split part.
+    #[error("{path}: split part {split_part:?} is not defined (defined: {defined})")]
+    UnknownSplitPart {
+        /// The split configuration file.
+        path: PathBuf,
+        /// The requested split part.
+        split_part: String,
+        /// The split parts the file defines, comma-separated.
+        defined: String,
+    },
+    /// A split part names a shard that the dataset info does not list.
+    #[error("{path}: split part {split_part:?} names shard {shard:?}, which is not in the dataset info")]
+    UnknownShard {
+        /// The split configuration file.
+        path: PathBuf,
+        /// The split part.
+        split_part: String,
+        /// The shard name (after brace expansion).
+        shard: String,
+    },
+    /// A split part has no shard left once excludes are applied.
+    #[error("{path}: no shards found in split part {split_part:?}")]
+    EmptySplit {
+        /// The split configuration file.
+        path: PathBuf,
+        /// The split part.
+        split_part: String,
+    },
+    /// A brace-expansion pattern is malformed.
+    #[error("bad brace pattern {pattern:?}: {reason}")]
+    BadPattern {
+        /// The pattern.
+        pattern: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// The same sample key occurs more than once in a dataset.
     #[error(
         "duplicate sample key {key:?}: in {first} and {second}; sample keys must be unique across all shards"
