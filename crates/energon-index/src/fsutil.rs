@@ -1,1 +1,268 @@
-//! (in progress)
+//! Small file-system helpers: atomic writes and permission copying.
+//!
+//! Every file this crate writes goes through [`AtomicFile`] (or [`atomic_write`]): the bytes go
+//! to a temporary file next to the destination (`<name>.tmp`, as Energon names its temporaries),
+//! which is flushed, synced and then renamed over the destination. A reader therefore sees the
+//! old file or the complete new one, never a torn write, and a failed write leaves no temporary
+//! behind.
+
+use std::{
+    ffi::OsString,
+    fs::{self, File},
+    io::{self, BufWriter, Write},
+    path::{Path, PathBuf},
+};
+
+use crate::{Error, Result};
+
+/// The temporary name used while writing `path`: `path` with `.tmp` appended
+/// (`x.tar.idx` → `x.tar.idx.tmp`, as megatron-energon names it).
+pub fn tmp_path(path: &Path) -> PathBuf {
+    let mut name = OsString::from(path.as_os_str());
+    name.push(".tmp");
+    PathBuf::from(name)
+}
+
+/// The permission bits Energon gives a file derived from `reference`: the reference's mode with
+/// owner read and write added (`mode | 0o600`).
+///
+/// Returns `None` where the reference cannot be inspected or the platform has no Unix modes;
+/// callers then keep the default mode of a newly created file.
+pub fn mode_like(reference: &Path) -> Option<u32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::metadata(reference).ok().map(|m| (m.permissions().mode() & 0o7777) | 0o600)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = reference;
+        None
+    }
+}
+
+/// Gives `target` the permission bits of `reference` plus owner read and write, as
+/// megatron-energon does for the index files it writes next to shards.
+///
+/// Failures are ignored (logged at debug level), as the reference does: a file system that
+/// refuses `chmod` must not fail a prepare run.
+pub fn copy_permissions_or_user_rw(reference: &Path, target: &Path) {
+    if let Some(mode) = mode_like(reference) {
+        set_mode(target, mode);
+    }
+}
+
+/// Writes `bytes` to `path` atomically (temporary file in the same folder, sync, rename).
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
+    atomic_write_with_mode(path, bytes, None)
+}
+
+/// Like [`atomic_write`], and gives the new file the Unix permission bits `mode` when set.
+pub fn atomic_write_with_mode(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<()> {
+    let mut file = AtomicFile::create_with_mode(path, mode)?;
+    file.write_all(bytes).map_err(|e| Error::io("cannot write", file.tmp_path(), e))?;
+    file.commit()
+}
+
+/// A file being written under a temporary name, which replaces its destination only on
+/// [`AtomicFile::commit`].
+///
+/// Dropping it uncommitted (an error path, a panic) removes the temporary file. Writes are
+/// buffered; [`Write`] errors name no path, so callers wrap them with
+/// `Error::io("cannot write", file.tmp_path(), e)`.
+#[derive(Debug)]
+pub struct AtomicFile {
+    path: PathBuf,
+    tmp_path: PathBuf,
+    mode: Option<u32>,
+    writer: Option<BufWriter<File>>,
+}
+
+impl AtomicFile {
+    /// Starts writing `path`: creates (or truncates a stale) `<path>.tmp`.
+    pub fn create(path: &Path) -> Result<Self> {
+        Self::create_with_mode(path, None)
+    }
+
+    /// Like [`AtomicFile::create`]; the committed file gets the Unix permission bits `mode`
+    /// when set (see [`mode_like`]).
+    pub fn create_with_mode(path: &Path, mode: Option<u32>) -> Result<Self> {
+        let tmp_path = tmp_path(path);
+        let file = File::create(&tmp_path).map_err(|e| Error::io("cannot create", &tmp_path, e))?;
+        Ok(AtomicFile {
+            path: path.to_path_buf(),
+            tmp_path,
+            mode,
+            writer: Some(BufWriter::with_capacity(64 * 1024, file)),
+        })
+    }
+
+    /// The destination path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The temporary path being written.
+    pub fn tmp_path(&self) -> &Path {
+        &self.tmp_path
+    }
+
+    /// Flushes and syncs the temporary file, applies the mode, and renames it over the
+    /// destination; on failure the temporary file is removed.
+    pub fn commit(mut self) -> Result<()> {
+        let writer = self.writer.take().expect("an AtomicFile is committed at most once");
+        let res = self.finish(writer);
+        if res.is_err() {
+            let _ = fs::remove_file(&self.tmp_path);
+        }
+        res
+    }
+
+    fn finish(&self, writer: BufWriter<File>) -> Result<()> {
+        let file = writer
+            .into_inner()
+            .map_err(|e| Error::io("cannot write", &self.tmp_path, e.into_error()))?;
+        file.sync_all().map_err(|e| Error::io("cannot sync", &self.tmp_path, e))?;
+        drop(file);
+        if let Some(mode) = self.mode {
+            set_mode(&self.tmp_path, mode);
+        }
+        fs::rename(&self.tmp_path, &self.path)
+            .map_err(|e| Error::io("cannot rename into place", &self.path, e))?;
+        sync_parent_dir(&self.path);
+        Ok(())
+    }
+
+    fn writer_mut(&mut self) -> io::Result<&mut BufWriter<File>> {
+        // `commit` consumes `self`, so the writer is present for as long as `self` is usable.
+        self.writer.as_mut().ok_or_else(|| io::Error::other("atomic file already committed"))
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.writer_mut()?.write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.writer_mut()?.write_all(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.writer_mut()?.flush()
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if let Some(writer) = self.writer.take() {
+            drop(writer);
+            let _ = fs::remove_file(&self.tmp_path);
+        }
+    }
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Err(err) = fs::set_permissions(path, fs::Permissions::from_mode(mode)) {
+            tracing::debug!("cannot set mode {mode:o} on {}: {err}", path.display());
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (path, mode);
+    }
+}
+
+/// Makes the rename durable: syncs the folder entry. Best effort, since some file systems
+/// refuse to sync a directory; the data itself was synced before the rename.
+fn sync_parent_dir(path: &Path) {
+    #[cfg(unix)]
+    {
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        if let Ok(dir) = File::open(parent) {
+            let _ = dir.sync_all();
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_tmp() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.bin");
+        fs::write(&path, b"old").unwrap();
+        atomic_write(&path, b"new contents").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"new contents");
+        assert!(!tmp_path(&path).exists());
+    }
+
+    #[test]
+    fn dropped_uncommitted_file_leaves_destination_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.bin");
+        fs::write(&path, b"old").unwrap();
+        {
+            let mut file = AtomicFile::create(&path).unwrap();
+            file.write_all(b"partial").unwrap();
+            assert!(tmp_path(&path).exists());
+        }
+        assert_eq!(fs::read(&path).unwrap(), b"old");
+        assert!(!tmp_path(&path).exists());
+    }
+
+    #[test]
+    fn stale_tmp_file_is_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.bin");
+        fs::write(tmp_path(&path), b"stale stale stale").unwrap();
+        atomic_write(&path, b"x").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"x");
+    }
+
+    #[test]
+    fn missing_folder_is_a_typed_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("no/such/folder/a.bin");
+        let err = atomic_write(&path, b"x").unwrap_err();
+        assert!(matches!(err, Error::Io { op: "cannot create", .. }), "{err}");
+    }
+
+    #[test]
+    fn tmp_path_appends_suffix() {
+        assert_eq!(tmp_path(Path::new("d/x.tar.idx")), PathBuf::from("d/x.tar.idx.tmp"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn mode_is_copied_with_owner_rw() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let shard = dir.path().join("s.tar");
+        fs::write(&shard, b"").unwrap();
+        fs::set_permissions(&shard, fs::Permissions::from_mode(0o440)).unwrap();
+        assert_eq!(mode_like(&shard), Some(0o640));
+        let path = dir.path().join("s.tar.idx");
+        atomic_write_with_mode(&path, b"x", mode_like(&shard)).unwrap();
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o7777, 0o640);
+
+        let other = dir.path().join("other");
+        fs::write(&other, b"").unwrap();
+        fs::set_permissions(&other, fs::Permissions::from_mode(0o400)).unwrap();
+        copy_permissions_or_user_rw(&shard, &other);
+        assert_eq!(fs::metadata(&other).unwrap().permissions().mode() & 0o7777, 0o640);
+        assert_eq!(mode_like(&dir.path().join("missing")), None);
+    }
+}
