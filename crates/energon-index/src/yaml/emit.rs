@@ -205,11 +205,8 @@ struct Emitter {
 
 impl Emitter {
     fn document(&mut self, value: &Value) {
-        // An implicit document start is written unless the document is one empty string.
-        if value.as_str() == Some("") {
-            self.write_indent();
-            self.write_indicator("---", true, false, false);
-        }
+        // The document start stays implicit: PyYAML's empty-document check never fires for dumped
+        // data, whose scalars always carry a tag.
         self.node(value, Context { root: true, ..Context::default() });
         self.write_indent();
         if self.open_ended {
@@ -512,10 +509,12 @@ impl Emitter {
                     start = end + 1;
                 }
             }
+            // `end - start` is -1 right after an escape; PyYAML compares in signed arithmetic.
+            let pending = end as isize - start as isize;
             if 0 < end
                 && end + 1 < text.len()
                 && (ch == Some(' ') || start >= end)
-                && self.column + end.saturating_sub(start) > WIDTH
+                && self.column as isize + pending > WIDTH as isize
                 && split
             {
                 let mut data: String = text[start.min(end)..end].iter().collect();
