@@ -424,13 +424,13 @@ fn parse_loading(
                         kind_of(&spec)
                     ));
                 };
-                if let Some(t) = sample_type {
-                    if !t.has_field(&field) {
-                        return Err(format!(
-                            "field_map does not map to type {} fields: {field:?}",
-                            t.name
-                        ));
-                    }
+                if let Some(t) = sample_type
+                    && !t.has_field(&field)
+                {
+                    return Err(format!(
+                        "field_map does not map to type {} fields: {field:?}",
+                        t.name
+                    ));
                 }
                 pairs.push((field, spec));
             }

@@ -189,7 +189,7 @@ proptest! {
         let joined: Vec<String> = split.iter().flat_map(|(_, s)| s.iter().cloned()).collect();
         // Every shard is in at most one split, in the (possibly shuffled) list order; at most the
         // last one is lost to float truncation.
-        let mut order = shards.clone();
+        let mut order = shards;
         if shuffle {
             PyRandom::new(42).shuffle(&mut order);
         }
