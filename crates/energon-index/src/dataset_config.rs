@@ -35,7 +35,7 @@ use serde_json::{Map, Value};
 pub use field_spec::{FieldAccess, FieldMap, FieldSpec, list_index};
 pub use sample_types::{
     BASE_FIELDS, CRUDE_CLASS, CRUDE_MENU_LABEL, ENERGON_MODULE, LEGACY_CLASSES, SAMPLE_TYPES,
-    SampleField, SampleTypeInfo, find_sample_type,
+    SampleField, SampleTypeInfo, sample_type_info,
 };
 
 use crate::{
@@ -81,7 +81,7 @@ pub struct ClassRef {
 impl ClassRef {
     /// The built-in sample type this names, if the module is Energon's.
     pub fn builtin_sample_type(&self) -> Option<&'static SampleTypeInfo> {
-        is_energon_module(&self.module).then(|| find_sample_type(&self.class)).flatten()
+        is_energon_module(&self.module).then(|| sample_type_info(&self.class)).flatten()
     }
 }
 
@@ -157,6 +157,25 @@ pub fn read_dataset_config(path: &Path) -> Result<DatasetConfig> {
 /// Writes a `dataset.yaml` atomically, as prepare does.
 pub fn write_dataset_config(path: &Path, config: &DatasetConfig) -> Result<()> {
     fsutil::atomic_write(path, dataset_config_bytes(config).as_bytes())
+}
+
+/// Writes the crude `dataset.yaml` prepare writes for `--sample-type CrudeWebdataset`.
+pub fn write_crude_dataset_yaml(path: &Path) -> Result<()> {
+    write_dataset_config(path, &DatasetConfig::crude())
+}
+
+/// Writes the standard `dataset.yaml` prepare writes for a built-in sample type and a field map
+/// (`--sample-type` with `--field-map`, or the prompts), field order kept.
+pub fn write_standard_dataset_yaml(
+    path: &Path,
+    sample_type: &str,
+    field_map: &[(String, String)],
+) -> Result<()> {
+    let field_map = FieldMap::from_pairs(field_map.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    write_dataset_config(
+        path,
+        &DatasetConfig::standard(sample_type, SampleLoading::FieldMap(field_map)),
+    )
 }
 
 /// The YAML text of `config` as Energon's prepare writes it (`yaml.dump(sort_keys=False)`).
@@ -302,7 +321,7 @@ impl DatasetConfig {
                     return Err(bad(format!("unsupported dataset class {legacy:?}")));
                 };
                 let sample_type =
-                    find_sample_type(type_name).expect("every legacy class names a known type");
+                    sample_type_info(type_name).expect("every legacy class names a known type");
                 let loading =
                     parse_loading(&mut obj, part_filter, Some(sample_type)).map_err(bad)?;
                 check_extra(&obj).map_err(bad)?;

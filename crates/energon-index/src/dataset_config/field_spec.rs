@@ -4,7 +4,10 @@ use std::{collections::BTreeSet, sync::LazyLock};
 
 use regex::Regex;
 
-use crate::yaml::pynum::{PyInt, py_int};
+use crate::{
+    Error, Result,
+    yaml::pynum::{PyInt, py_int},
+};
 
 /// One alternative of a field spec: a part name plus `[key]` accessors into its decoded value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,11 +36,21 @@ static OPTION_RE: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 impl FieldSpec {
-    /// Parses a `field_map` value.
-    ///
-    /// An alternative that is not `part[k1][k2]...` (say `a[b`) is, as in Energon, replaced by the
-    /// whole text taken as one part name, which then never matches a part.
-    pub fn parse(raw: &str) -> Self {
+    /// Parses a `field_map` value strictly: every alternative must be a part name optionally
+    /// followed by `[key]` accessors. For user input (`--field-map`, the prepare prompt).
+    pub fn parse(raw: &str) -> Result<Self> {
+        if let Some(bad) = raw.split(',').find(|option| !OPTION_RE.is_match(option)) {
+            return Err(Error::Config(format!(
+                "invalid field spec {raw:?}: {bad:?} is not PART or PART[key][key]..."
+            )));
+        }
+        Ok(Self::parse_lenient(raw))
+    }
+
+    /// Parses a `field_map` value as Energon does when it reads `dataset.yaml`: an alternative
+    /// that is not `part[k1][k2]...` (say `a[b`) is replaced by the whole text taken as one part
+    /// name, which then never matches a part.
+    pub fn parse_lenient(raw: &str) -> Self {
         let alternatives = raw
             .split(',')
             .map(|option| match OPTION_RE.captures(option) {
@@ -61,7 +74,7 @@ impl FieldSpec {
     }
 
     /// The part names this spec reads (the leading name of every alternative).
-    pub fn parts(&self) -> impl Iterator<Item = &str> {
+    pub fn part_names(&self) -> impl Iterator<Item = &str> {
         self.alternatives.iter().map(|a| a.part.as_str())
     }
 }
@@ -71,17 +84,22 @@ impl FieldSpec {
 pub struct FieldMap(pub Vec<(String, FieldSpec)>);
 
 impl FieldMap {
-    /// Builds a field map from `(field, spec text)` pairs.
+    /// Builds a field map from `(field, spec text)` pairs (specs read as [`FieldSpec::parse_lenient`]).
     pub fn from_pairs<K: Into<String>, V: AsRef<str>>(
         pairs: impl IntoIterator<Item = (K, V)>,
     ) -> Self {
-        FieldMap(pairs.into_iter().map(|(k, v)| (k.into(), FieldSpec::parse(v.as_ref()))).collect())
+        FieldMap(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.into(), FieldSpec::parse_lenient(v.as_ref())))
+                .collect(),
+        )
     }
 
     /// The implied part filter: every part name any alternative reads. Only these tar members are
     /// read and decoded.
     pub fn part_filter(&self) -> BTreeSet<String> {
-        self.0.iter().flat_map(|(_, spec)| spec.parts().map(str::to_owned)).collect()
+        self.0.iter().flat_map(|(_, spec)| spec.part_names().map(str::to_owned)).collect()
     }
 
     /// The spec of `field`, if mapped.

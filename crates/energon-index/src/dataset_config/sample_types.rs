@@ -6,7 +6,11 @@
 pub struct SampleField {
     /// The field name (a `field_map` key).
     pub name: &'static str,
-    /// The default value as Python prints it (`None`, `0`); `None` here means required.
+    /// The type annotation as written in Energon's source (`torch.Tensor`, `Optional[int]`).
+    pub type_name: &'static str,
+    /// Whether the field has a default (may be left out of a `field_map`).
+    pub optional: bool,
+    /// The default value as Python prints it (`None`, `0`), for optional fields.
     pub default: Option<&'static str>,
 }
 
@@ -31,20 +35,20 @@ impl SampleTypeInfo {
     }
 }
 
-const fn req(name: &'static str) -> SampleField {
-    SampleField { name, default: None }
+const fn req(name: &'static str, type_name: &'static str) -> SampleField {
+    SampleField { name, type_name, optional: false, default: None }
 }
 
-const fn opt(name: &'static str, default: &'static str) -> SampleField {
-    SampleField { name, default: Some(default) }
+const fn opt(name: &'static str, type_name: &'static str, default: &'static str) -> SampleField {
+    SampleField { name, type_name, optional: true, default: Some(default) }
 }
 
 /// The fields of the base `Sample` class, which every sample type inherits.
 pub const BASE_FIELDS: &[SampleField] = &[
-    req("__key__"),
-    req("__restore_key__"),
-    opt("__subflavors__", "None"),
-    opt("__sources__", "None"),
+    req("__key__", "str"),
+    req("__restore_key__", "Tuple[Union[str, int, tuple], ...]"),
+    opt("__subflavors__", "Optional[Dict[str, Any]]", "None"),
+    opt("__sources__", "Optional[tuple[SourceInfo, ...]]", "None"),
 ];
 
 /// The module prepare writes into `dataset.yaml` for built-in classes.
@@ -59,67 +63,77 @@ pub const CRUDE_MENU_LABEL: &str = "Crude sample (plain dict for cooking)";
 /// The sample types exported by `megatron.energon`, in the order of the prepare menu (sorted by
 /// name, Python string order).
 pub const SAMPLE_TYPES: &[SampleTypeInfo] = &[
-    SampleTypeInfo { name: "CaptioningSample", fields: &[req("image"), req("caption")] },
+    SampleTypeInfo {
+        name: "CaptioningSample",
+        fields: &[req("image", "torch.Tensor"), req("caption", "str")],
+    },
     SampleTypeInfo {
         name: "ImageClassificationSample",
-        fields: &[req("image"), opt("label", "None"), opt("label_name", "None")],
+        fields: &[
+            req("image", "torch.Tensor"),
+            opt("label", "Optional[int]", "None"),
+            opt("label_name", "Optional[str]", "None"),
+        ],
     },
-    SampleTypeInfo { name: "ImageSample", fields: &[req("image")] },
-    SampleTypeInfo { name: "InterleavedSample", fields: &[req("sequence")] },
+    SampleTypeInfo { name: "ImageSample", fields: &[req("image", "torch.Tensor")] },
+    SampleTypeInfo {
+        name: "InterleavedSample",
+        fields: &[req("sequence", "List[Union[torch.Tensor, str]]")],
+    },
     SampleTypeInfo {
         name: "MultiChoiceVQASample",
         fields: &[
-            req("image"),
-            req("context"),
-            opt("choices", "None"),
-            opt("correct_choice_idx", "0"),
+            req("image", "torch.Tensor"),
+            req("context", "str"),
+            opt("choices", "Optional[List[str]]", "None"),
+            opt("correct_choice_idx", "int", "0"),
         ],
     },
     SampleTypeInfo {
         name: "OCRSample",
         fields: &[
-            req("image"),
-            req("text"),
-            opt("block_boxes", "None"),
-            opt("block_classes", "None"),
-            opt("block_text", "None"),
-            opt("lines_boxes", "None"),
-            opt("lines_text", "None"),
-            opt("words_boxes", "None"),
-            opt("words_text", "None"),
-            opt("chars_boxes", "None"),
-            opt("chars_text", "None"),
+            req("image", "torch.Tensor"),
+            req("text", "str"),
+            opt("block_boxes", "Optional[torch.Tensor]", "None"),
+            opt("block_classes", "Optional[Union[torch.Tensor, List[str]]]", "None"),
+            opt("block_text", "Optional[List[str]]", "None"),
+            opt("lines_boxes", "Optional[torch.Tensor]", "None"),
+            opt("lines_text", "Optional[List[str]]", "None"),
+            opt("words_boxes", "Optional[torch.Tensor]", "None"),
+            opt("words_text", "Optional[List[str]]", "None"),
+            opt("chars_boxes", "Optional[torch.Tensor]", "None"),
+            opt("chars_text", "Optional[List[str]]", "None"),
         ],
     },
     SampleTypeInfo { name: "Sample", fields: &[] },
     SampleTypeInfo {
         name: "SimilarityInterleavedSample",
         fields: &[
-            req("images"),
-            req("texts"),
-            opt("audio", "None"),
-            opt("video", "None"),
-            opt("similarity_matrix", "None"),
-            opt("matched_text_indices", "None"),
+            req("images", "List[torch.Tensor]"),
+            req("texts", "List[str]"),
+            opt("audio", "Optional[List[torch.Tensor]]", "None"),
+            opt("video", "Optional[List[torch.Tensor]]", "None"),
+            opt("similarity_matrix", "Optional[torch.Tensor]", "None"),
+            opt("matched_text_indices", "Optional[List[int]]", "None"),
         ],
     },
-    SampleTypeInfo { name: "TextSample", fields: &[req("text")] },
+    SampleTypeInfo { name: "TextSample", fields: &[req("text", "str")] },
     SampleTypeInfo {
         name: "VQASample",
         fields: &[
-            req("image"),
-            req("context"),
-            opt("answers", "None"),
-            opt("answer_weights", "None"),
+            req("image", "torch.Tensor"),
+            req("context", "str"),
+            opt("answers", "Optional[List[str]]", "None"),
+            opt("answer_weights", "Optional[torch.Tensor]", "None"),
         ],
     },
     SampleTypeInfo {
         name: "VidQASample",
         fields: &[
-            req("video"),
-            req("context"),
-            opt("answers", "None"),
-            opt("answer_weights", "None"),
+            req("video", "AVDecoder"),
+            req("context", "str"),
+            opt("answers", "Optional[List[str]]", "None"),
+            opt("answer_weights", "Optional[torch.Tensor]", "None"),
         ],
     },
 ];
@@ -129,18 +143,18 @@ pub const SAMPLE_TYPES: &[SampleTypeInfo] = &[
 static VQA_OCR_SAMPLE: SampleTypeInfo = SampleTypeInfo {
     name: "VQAOCRSample",
     fields: &[
-        req("image"),
-        req("context"),
-        req("text"),
-        opt("answers", "None"),
-        opt("answer_weights", "None"),
-        opt("words_boxes", "None"),
-        opt("words_text", "None"),
+        req("image", "torch.Tensor"),
+        req("context", "str"),
+        req("text", "str"),
+        opt("answers", "Optional[List[str]]", "None"),
+        opt("answer_weights", "Optional[torch.Tensor]", "None"),
+        opt("words_boxes", "Optional[torch.Tensor]", "None"),
+        opt("words_text", "Optional[List[str]]", "None"),
     ],
 };
 
 /// Looks a built-in sample type up by class name (menu types and `VQAOCRSample`).
-pub fn find_sample_type(name: &str) -> Option<&'static SampleTypeInfo> {
+pub fn sample_type_info(name: &str) -> Option<&'static SampleTypeInfo> {
     SAMPLE_TYPES
         .iter()
         .find(|t| t.name == name)

@@ -22,7 +22,7 @@ fn check_bad(text: &str, needle: &str) {
 }
 
 fn check_spec(raw: &str, want: &[(&str, &[&str])]) {
-    let spec = FieldSpec::parse(raw);
+    let spec = FieldSpec::parse_lenient(raw);
     let got: Vec<(&str, Vec<&str>)> = spec
         .alternatives
         .iter()
@@ -65,6 +65,11 @@ fn writes_the_reference_dataset_yaml_byte_for_byte() {
     write_dataset_config(&path, &config).unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), want);
     assert_eq!(read_dataset_config(&path).unwrap(), config);
+    let pairs = [("image".to_owned(), "jpg".to_owned()), ("caption".to_owned(), "txt".to_owned())];
+    write_standard_dataset_yaml(&path, "CaptioningSample", &pairs).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), want);
+    write_crude_dataset_yaml(&path).unwrap();
+    assert_eq!(read_dataset_config(&path).unwrap(), DatasetConfig::crude());
 }
 
 #[test]
@@ -205,6 +210,12 @@ fn field_specs_split_like_energon() {
     // A malformed alternative stands for the whole text, as in the reference.
     check_spec("txt,json[a", &[("txt", &[]), ("txt,json[a", &[])]);
     check_spec("json[]", &[("json[]", &[])]);
+    for good in ["jpg", "jpg,png", "json[a][0],txt", "seg.png"] {
+        assert_eq!(FieldSpec::parse(good).unwrap(), FieldSpec::parse_lenient(good), "{good:?}");
+    }
+    for bad in ["", "jpg,", "json[", "json[]", "a]b", "[x]"] {
+        assert!(matches!(FieldSpec::parse(bad), Err(Error::Config(_))), "{bad:?}");
+    }
     let map = FieldMap::from_pairs([("image", "jpg,png"), ("caption", "json[c],txt")]);
     assert_eq!(map.part_filter().into_iter().collect::<Vec<_>>(), ["jpg", "json", "png", "txt"]);
     assert_eq!(map.get("caption").map(|s| s.raw.as_str()), Some("json[c],txt"));
@@ -246,7 +257,7 @@ fn sample_types_match_the_prepare_menu() {
     let mut sorted = names.clone();
     sorted.sort_unstable();
     assert_eq!(names, sorted, "the menu is in Python string order");
-    let vqa = find_sample_type("VQASample").unwrap();
+    let vqa = sample_type_info("VQASample").unwrap();
     let fields: Vec<&str> = vqa.all_fields().map(|f| f.name).collect();
     assert_eq!(
         fields,
@@ -261,10 +272,17 @@ fn sample_types_match_the_prepare_menu() {
             "answer_weights"
         ]
     );
-    assert_eq!(find_sample_type("MultiChoiceVQASample").unwrap().fields[3].default, Some("0"));
-    assert!(find_sample_type("VQAOCRSample").is_some());
-    assert!(find_sample_type("CrudeWebdataset").is_none());
+    assert_eq!(sample_type_info("MultiChoiceVQASample").unwrap().fields[3].default, Some("0"));
+    assert!(sample_type_info("VQAOCRSample").is_some());
+    assert!(sample_type_info("CrudeWebdataset").is_none());
+    for t in SAMPLE_TYPES {
+        for f in t.all_fields() {
+            assert_eq!(f.optional, f.default.is_some(), "{}.{}", t.name, f.name);
+            assert!(!f.type_name.is_empty());
+        }
+    }
+    assert_eq!(sample_type_info("VidQASample").unwrap().fields[0].type_name, "AVDecoder");
     for (class, sample) in LEGACY_CLASSES {
-        assert!(find_sample_type(sample).is_some(), "{class}");
+        assert!(sample_type_info(sample).is_some(), "{class}");
     }
 }
