@@ -375,7 +375,8 @@ impl SqliteIndexWriter {
                 advice: "delete the old index.sqlite or re-run prepare with media metadata flags",
             });
         }
-        self.conn.execute_batch(&ddl).map_err(new_err)?;
+        // `execute` (not `execute_batch`) refuses a second statement hidden after the first.
+        self.conn.execute(&ddl, []).map_err(new_err)?;
 
         let mut select = old.prepare(&format!("SELECT * FROM \"{table}\"")).map_err(old_err)?;
         let n_columns = select.column_count();
@@ -398,7 +399,7 @@ impl SqliteIndexWriter {
             .and_then(|mut stmt| stmt.query_map([table], |r| r.get(0))?.collect())
             .map_err(old_err)?;
         for index_ddl in index_ddls {
-            self.conn.execute_batch(&index_ddl).map_err(new_err)?;
+            self.conn.execute(&index_ddl, []).map_err(new_err)?;
         }
 
         let seq: Option<Value> = if table_exists(old, "main", "sqlite_sequence").map_err(old_err)? {
