@@ -37,14 +37,18 @@ pub enum DatasetKind {
     WebDataset,
     /// A folder with `.nv-meta/index.sqlite` but no info file: an auxiliary media folder.
     Filesystem,
+    /// A folder with neither: not a dataset yet (Energon calls it invalid); `prepare` can index it,
+    /// loaders must reject it ("did you forget to prepare the dataset?").
+    Folder,
 }
 
 /// Classifies `path` the way Energon does, in this order: a file ending in `.jsonl` is JSONL, a
 /// file ending in `.yaml` a metadataset, any other file is invalid; a folder with an info file is
-/// a WebDataset, one with only `index.sqlite` a filesystem dataset; anything else is invalid
-/// ([`Error::NotADataset`]).
+/// a WebDataset, one with only `index.sqlite` a filesystem dataset, any other folder a
+/// [`DatasetKind::Folder`]. Other files and missing paths are [`Error::NotADataset`].
 pub fn classify(path: &Path) -> Result<DatasetKind> {
-    let invalid = |reason: String| Err(Error::NotADataset { path: path.to_owned(), reason });
+    let invalid =
+        |reason: &str| Err(Error::NotADataset { path: path.to_owned(), reason: reason.to_owned() });
     if path.is_file() {
         let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
         return if name.ends_with(".jsonl") {
@@ -52,8 +56,11 @@ pub fn classify(path: &Path) -> Result<DatasetKind> {
         } else if name.ends_with(".yaml") {
             Ok(DatasetKind::Metadataset)
         } else {
-            invalid("a file that is neither .jsonl nor a .yaml metadataset".to_owned())
+            invalid("a file that is neither .jsonl nor a .yaml metadataset")
         };
+    }
+    if !path.is_dir() {
+        return invalid("no such file or folder");
     }
     let meta = path.join(NV_META);
     if meta.join(INFO_JSON).is_file() || meta.join(INFO_YAML).is_file() {
@@ -61,10 +68,7 @@ pub fn classify(path: &Path) -> Result<DatasetKind> {
     } else if meta.join(INDEX_SQLITE).is_file() {
         Ok(DatasetKind::Filesystem)
     } else {
-        invalid(format!(
-            "no {NV_META}/{INFO_JSON} or {NV_META}/{INFO_YAML} and not a .jsonl file \
-             (did you forget to prepare the dataset?)"
-        ))
+        Ok(DatasetKind::Folder)
     }
 }
 

@@ -48,7 +48,8 @@ fn classifies_paths_like_energon() {
     assert_eq!(classify(&dir.path().join("meta.yaml")).unwrap(), DatasetKind::Metadataset);
     assert_eq!(classify(&dir.path().join("media")).unwrap(), DatasetKind::Filesystem);
     assert_eq!(classify(&dir.path().join("legacy")).unwrap(), DatasetKind::WebDataset);
-    for bad in ["notes.txt", "missing", ""] {
+    assert_eq!(classify(dir.path()).unwrap(), DatasetKind::Folder);
+    for bad in ["notes.txt", "missing"] {
         let err = classify(&dir.path().join(bad)).unwrap_err();
         assert!(matches!(err, Error::NotADataset { .. }), "{bad}: {err:?}");
     }
