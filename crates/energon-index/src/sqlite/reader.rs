@@ -7,8 +7,8 @@ use std::{
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row};
 
-use super::schema::{MEDIA_METADATA, get_u64, readonly_uri, split_entry_name, table_exists};
-use crate::{Error, Result};
+use super::schema::{MEDIA_METADATA, get_u64, readonly_uri, table_exists};
+use crate::{Error, Result, tar_scan::split_key_part};
 
 /// The layout of an `index.sqlite`, by the energon version that wrote it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -205,7 +205,7 @@ impl SqliteIndex {
     /// headers of the sample instead.
     pub fn part_by_entry_name(&self, entry_name: &str) -> Result<Option<PartLocation>> {
         self.require_parts()?;
-        let Some((key, part)) = split_entry_name(entry_name) else { return Ok(None) };
+        let Some((key, part)) = split_key_part(entry_name) else { return Ok(None) };
         self.with_conn(|conn| {
             conn.prepare_cached(
                 "SELECT sp.tar_file_id, sp.content_byte_offset, sp.content_byte_size \

@@ -5,9 +5,8 @@
 //! below are that stored text, byte for byte as energon 7.4 leaves it, so that a schema comparison
 //! of our file against the reference's passes.
 
-use std::{path::Path, sync::LazyLock};
+use std::path::Path;
 
-use regex::Regex;
 use rusqlite::{Connection, OptionalExtension, Row};
 
 /// `samples`: one row per sample (7.3+: `sample_key` is `UNIQUE`, which creates
@@ -120,16 +119,4 @@ where
 pub(super) fn get_u64(row: &Row<'_>, idx: usize) -> rusqlite::Result<u64> {
     let value: i64 = row.get(idx)?;
     u64::try_from(value).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(idx, value))
-}
-
-/// Splits a tar member name into (sample key, part name) with the WebDataset rule: the key is the
-/// directory prefix plus the basename up to its first dot, the part is the rest of the basename.
-/// Names that do not match (no dot in the basename, or a basename starting with a dot) give `None`.
-// COMPAT(energon 7.4): indexing.py: the same regex as webdataset's `base_plus_ext`.
-pub(super) fn split_entry_name(name: &str) -> Option<(&str, &str)> {
-    static KEY_PART: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^((?:.*/|)[^.]+)[.]([^/]*)$").expect("the key/part pattern is a valid regex")
-    });
-    let caps = KEY_PART.captures(name)?;
-    Some((caps.get(1)?.as_str(), caps.get(2)?.as_str()))
 }

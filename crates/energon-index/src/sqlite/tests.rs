@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::{
     SqliteIndexWriter,
-    schema::{readonly_uri, split_entry_name},
+    schema::readonly_uri,
 };
 use crate::shard::{PartEntry, SampleEntry, ShardScan};
 
@@ -67,23 +67,6 @@ fn write_db(path: &Path, shards: &[(&str, &ShardScan)]) -> crate::Result<()> {
         writer.add_shard(i as u64, name, scan)?;
     }
     writer.finish()
-}
-
-#[test]
-fn entry_names_split_like_webdataset() {
-    let check = |name: &str, expected: Option<(&str, &str)>| {
-        assert_eq!(split_entry_name(name), expected, "{name}");
-    };
-    check("a/b/0001.jpg", Some(("a/b/0001", "jpg")));
-    check("0001.seg.png", Some(("0001", "seg.png")));
-    check("x.y/abc.d", Some(("x.y/abc", "d")));
-    check("./0001.txt", Some(("./0001", "txt")));
-    check("0001.", Some(("0001", "")));
-    check("noext", None);
-    check(".hidden", None);
-    check("dir/noext", None);
-    // The regex backtracks into the directory part: the key swallows the slash.
-    check("a/.hidden", Some(("a/", "hidden")));
 }
 
 #[test]
