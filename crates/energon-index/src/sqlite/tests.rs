@@ -10,10 +10,7 @@ mod writer;
 
 use std::path::{Path, PathBuf};
 
-use super::{
-    SqliteIndexWriter,
-    schema::readonly_uri,
-};
+use super::{SqliteIndexWriter, schema::readonly_uri};
 use crate::shard::{PartEntry, SampleEntry, ShardScan};
 
 /// The shared fixtures folder, beside the repository.
