@@ -173,5 +173,11 @@ mod tests {
             let q = true_div(a, b).unwrap();
             prop_assert!(is_correctly_rounded(a, b, q), "{} / {} -> {}", a, b, q);
         }
+
+        #[test]
+        fn true_div_is_nearest_for_large_divisors(a in 1u64.., b in (1u64 << 53)..) {
+            let q = true_div(a, b).unwrap();
+            prop_assert!(is_correctly_rounded(a, b, q), "{} / {} -> {}", a, b, q);
+        }
     }
 }

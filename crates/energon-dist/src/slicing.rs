@@ -142,8 +142,8 @@ pub fn slice_workers(
 /// `max(1, num_workers) + 1` boundaries of this rank's workers within `samples` (steps 1 to 3 of the
 /// module docs). Local worker `w` gets `[b[w], b[w+1])`.
 ///
-/// Fails only if the sample count is beyond what the reference's float division splits exactly
-/// (about 2^53 samples).
+/// Fails if `samples` ends before it starts, or if the sample count is beyond what the reference's
+/// float division splits exactly (about 2^53 samples).
 pub fn worker_ranges(
     samples: Range<u64>,
     cfg: &WorkerConfig,
@@ -225,7 +225,7 @@ fn bit_reversed(n: usize, position: usize) -> usize {
 }
 
 /// The rotation offset of each leaf of a blend: `(sum of the lengths of the leaves before it) mod
-/// G` (spec'd by the reference's `build_train_datasets`), so that the remainder samples of
+/// G`, as the reference's `build_train_datasets` computes it, so that the remainder samples of
 /// consecutive small datasets land on different global workers.
 ///
 /// `leaf_lens` are the full split lengths of the leaves (ignoring subsets).
@@ -236,6 +236,7 @@ fn bit_reversed(n: usize, position: usize) -> usize {
 /// # Ok::<(), energon_dist::Error>(())
 /// ```
 pub fn rotation_offsets(leaf_lens: &[u64], cfg: &WorkerConfig) -> Vec<u64> {
+    // COMPAT(energon 7.4.1): task_encoder/base.py:TaskEncoder.build_train_datasets.
     let g = cfg.n_global_workers() as u64;
     let mut acc = 0u64;
     leaf_lens

@@ -167,6 +167,7 @@ impl WorkerConfig {
 ///
 /// Use it where only the global id is known, e.g. when regenerating a sample from a restore key.
 pub fn seed_for_global_worker(global_worker_id: usize, seed_offset: i64) -> Seed {
+    // COMPAT(energon 7.4.1): worker.py:WorkerConfig.worker_seed.
     let digest = Sha1::digest(format!("{global_worker_id},{seed_offset}").as_bytes());
     // The low 32 bits of the big-endian number are its last four bytes.
     let mut low = [0u8; 4];
@@ -181,6 +182,7 @@ pub fn seed_for_global_worker(global_worker_id: usize, seed_offset: i64) -> Seed
 /// It depends only on the worker and the sample, so a sample regenerated from its restore key sees
 /// the same randomness as when it was first produced.
 pub fn restore_seed(worker_seed: Seed, sample_index: u64) -> Seed {
+    // COMPAT(energon 7.4.1): rng.py:SystemRng.get_seed_from_args(worker_seed, sample_index).
     let digest = Sha1::digest(format!("{worker_seed}|{sample_index}").as_bytes());
     let mut high = [0u8; 4];
     high.copy_from_slice(&digest[..4]);
