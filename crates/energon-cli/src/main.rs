@@ -1,3 +1,63 @@
 //! The `energon` command: prepare, inspect and load Energon datasets.
+//!
+//! Subcommands and flags follow megatron-energon's `energon` command so that users can switch
+//! without relearning. This is the only crate that prints.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
-fn main() {}
+mod info;
+mod prepare;
+mod prompt;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Prepare, inspect and load Energon datasets (a fast, compatible implementation of
+/// megatron-energon's `energon` command).
+#[derive(Debug, Parser)]
+#[command(name = "energon", version = concat!("energon-rs ", env!("CARGO_PKG_VERSION")), propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Index a WebDataset folder (tar shards), a JSONL file, or a metadataset's joins.
+    Prepare(prepare::PrepareArgs),
+    /// Print a summary of a prepared dataset.
+    Info(info::InfoArgs),
+}
+
+fn main() -> ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    let res = match cli.command {
+        Command::Prepare(args) => prepare::run(args),
+        Command::Info(args) => info::run(args),
+    };
+    match res {
+        Ok(code) => code,
+        Err(err) => {
+            if is_broken_pipe(&err) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ENERGON_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}

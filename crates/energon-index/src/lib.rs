@@ -8,7 +8,7 @@
 //! - [`jsonl_idx`]: the `<file>.jsonl.idx` offset index of a JSONL dataset.
 //! - [`info`]: `.nv-meta/.info.json` (and the legacy `.info.yaml`).
 //! - [`split`]: `.nv-meta/split.yaml` / `split.json`, brace expansion and collapse.
-//! - [`dataset_config`]: `.nv-meta/dataset.yaml`.
+//! - [`dataset_config`]: the `.nv-meta/dataset.yaml` file.
 //! - [`sqlite`]: `.nv-meta/index.sqlite` and `.nv-meta/index.uuid`.
 //! - [`prepare`]: the `energon prepare` pipeline that produces all of the above.
 #![deny(missing_docs)]

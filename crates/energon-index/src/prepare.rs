@@ -1,1 +1,380 @@
-//! (in progress)
+//! The `prepare` pipeline: index every shard of a WebDataset and write `.nv-meta/`.
+//!
+//! Shards are scanned in parallel (a rayon pool of `num_workers` threads); the scans stream through a
+//! bounded channel to one SQLite writer, so memory stays flat whatever the dataset size. Every output
+//! goes to a temporary file first; only when all shards were indexed successfully are the files
+//! renamed into place, so a failed prepare leaves the previous index intact.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    sync::{
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+        mpsc,
+    },
+};
+
+use crate::{
+    Error, INDEX_SQLITE, INFO_JSON, INFO_YAML, NV_META, Result, SPLIT_YAML, discover, info,
+    jsonl_idx, shard::ShardScan, split, sqlite, tar_idx, tar_scan,
+};
+
+/// How shards are assigned to split parts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SplitChoice {
+    /// `--split-parts NAME:REGEX` pairs, in the order given.
+    Parts(Vec<(String, String)>),
+    /// `--split-ratio`: train, val and test weights.
+    Ratio([f64; 3]),
+}
+
+/// Options of [`prepare_dataset`], mirroring `energon prepare`'s flags.
+#[derive(Debug, Clone)]
+pub struct PrepareOptions {
+    /// How to split the shards (ignored with `tar_index_only`).
+    pub split: SplitChoice,
+    /// `--exclude REGEX`: drop shards whose relative path matches anywhere.
+    pub exclude: Option<String>,
+    /// `--num-workers`: parallel shard scanners.
+    pub num_workers: usize,
+    /// `--tar-index-only`: only rebuild `.tar.idx`, `index.sqlite` and `index.uuid` for the shards
+    /// listed in the existing info file.
+    pub tar_index_only: bool,
+    /// `--shuffle-tars`: shuffle shards (Python `random.Random(42)`) before a ratio split.
+    pub shuffle_tars: bool,
+    /// Name of the split file to write inside `.nv-meta/` (`split.yaml`; `.json` names write JSON).
+    pub split_config: String,
+}
+
+impl Default for PrepareOptions {
+    fn default() -> Self {
+        PrepareOptions {
+            split: SplitChoice::Ratio([1.0, 0.0, 0.0]),
+            exclude: None,
+            num_workers: 16,
+            tar_index_only: false,
+            shuffle_tars: false,
+            split_config: SPLIT_YAML.to_owned(),
+        }
+    }
+}
+
+/// Progress reported while preparing.
+#[derive(Debug, Clone)]
+pub enum Progress {
+    /// Shards were found; indexing starts.
+    Start {
+        /// Number of shards to index.
+        n_shards: usize,
+        /// Total bytes of those shards.
+        n_bytes: u64,
+    },
+    /// One shard was indexed.
+    Shard {
+        /// Samples found in it.
+        n_samples: u64,
+        /// Its size in bytes.
+        n_bytes: u64,
+    },
+}
+
+/// What [`prepare_dataset`] did.
+#[derive(Debug, Clone, Default)]
+pub struct PrepareSummary {
+    /// Shards, relative to the dataset root, in info order.
+    pub shards: Vec<String>,
+    /// Samples per shard, in info order.
+    pub shard_counts: Vec<u64>,
+    /// The split parts written: name and shard list.
+    pub split_parts: Vec<(String, Vec<String>)>,
+    /// Up to 50 distinct part names, in order of first appearance.
+    pub part_names: Vec<String>,
+    /// Keys of the first two samples of the first shard.
+    pub first_keys: Vec<String>,
+}
+
+impl PrepareSummary {
+    /// Total number of samples.
+    pub fn n_samples(&self) -> u64 {
+        self.shard_counts.iter().sum()
+    }
+}
+
+/// Whether `root` already holds a prepared dataset (an info file in `.nv-meta/`).
+pub fn is_prepared(root: &Path) -> bool {
+    let meta = root.join(NV_META);
+    meta.join(INFO_JSON).is_file() || meta.join(INFO_YAML).is_file()
+}
+
+/// Prepares the WebDataset in `root`: scans all shards, writes every `.tar.idx` and `.nv-meta/`
+/// (`.info.json`, split file, `index.sqlite`, `index.uuid`). Does not write `dataset.yaml`.
+pub fn prepare_dataset(
+    root: &Path,
+    options: &PrepareOptions,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<PrepareSummary> {
+    if !root.is_dir() {
+        return Err(Error::NotADataset {
+            path: root.to_owned(),
+            reason: "not a folder (prepare takes a folder of tar shards or a .jsonl file)".into(),
+        });
+    }
+    let meta_dir = root.join(NV_META);
+    let old_info = if is_prepared(root) { Some(info::read_dataset_info(root)?) } else { None };
+
+    let shards: Vec<String> = if options.tar_index_only {
+        match &old_info {
+            Some(old) => old.shard_counts.iter().map(|(name, _)| name.clone()).collect(),
+            None => {
+                return Err(Error::NotADataset {
+                    path: root.to_owned(),
+                    reason: "--tar-index-only needs an existing .nv-meta/.info.json".into(),
+                });
+            }
+        }
+    } else {
+        let mut shards = discover::discover_shards(root)?;
+        if let Some(pattern) = &options.exclude {
+            shards = discover::apply_exclude(&shards, pattern)?;
+        }
+        shards
+    };
+    if shards.is_empty() {
+        return Err(Error::NotADataset {
+            path: root.to_owned(),
+            reason: "no *.tar or *.tgz shards found".into(),
+        });
+    }
+
+    let split_parts = if options.tar_index_only {
+        Vec::new()
+    } else {
+        match &options.split {
+            SplitChoice::Parts(patterns) => discover::split_by_patterns(&shards, patterns)?,
+            SplitChoice::Ratio(ratio) => {
+                discover::split_by_ratio(&shards, *ratio, options.shuffle_tars)?
+            }
+        }
+    };
+
+    fs::create_dir_all(&meta_dir).map_err(|e| Error::io("cannot create", &meta_dir, e))?;
+    let mut pending = Pending::default();
+    let res = index_shards(root, &meta_dir, &shards, options.num_workers, progress, &mut pending);
+    let scanned = match res {
+        Ok(scanned) => scanned,
+        Err(err) => {
+            pending.discard();
+            return Err(err);
+        }
+    };
+
+    // Everything is indexed: move the new files into place, then write the small metadata files.
+    pending.commit()?;
+    sqlite::write_index_uuid(&meta_dir)?;
+    let shard_counts: Vec<(String, u64)> =
+        shards.iter().cloned().zip(scanned.shard_counts.iter().copied()).collect();
+    let new_info = info::DatasetInfo {
+        energon_version: Some(crate::ENERGON_FORMAT_VERSION.to_owned()),
+        shard_counts,
+    };
+    info::write_info_json(&meta_dir.join(INFO_JSON), &new_info)?;
+    if meta_dir.join(INFO_YAML).is_file() {
+        // Keep a legacy info file in sync, as the reference does.
+        info::write_info_yaml(&meta_dir.join(INFO_YAML), &new_info)?;
+    }
+    if !options.tar_index_only {
+        let config = split::SplitConfig {
+            split_parts: split_parts
+                .iter()
+                .map(|(name, list)| (name.clone(), split::collapse(list)))
+                .collect(),
+            exclude: Vec::new(),
+        };
+        split::write_split_config(&meta_dir.join(&options.split_config), &config)?;
+    }
+    Ok(PrepareSummary {
+        shards,
+        shard_counts: scanned.shard_counts,
+        split_parts,
+        part_names: scanned.part_names,
+        first_keys: scanned.first_keys,
+    })
+}
+
+/// Files written under temporary names, renamed into place only once everything succeeded.
+#[derive(Debug, Default)]
+struct Pending {
+    /// (temporary path, final path)
+    files: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Pending {
+    fn discard(&mut self) {
+        for (tmp, _) in self.files.drain(..) {
+            let _ = fs::remove_file(tmp);
+        }
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        for (tmp, dst) in self.files.drain(..) {
+            fs::rename(&tmp, &dst).map_err(|e| Error::io("cannot rename into place", &dst, e))?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Default)]
+struct Scanned {
+    shard_counts: Vec<u64>,
+    part_names: Vec<String>,
+    first_keys: Vec<String>,
+}
+
+fn tmp_name(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    path.with_file_name(name)
+}
+
+fn index_shards(
+    root: &Path,
+    meta_dir: &Path,
+    shards: &[String],
+    num_workers: usize,
+    progress: &(dyn Fn(Progress) + Sync),
+    pending: &mut Pending,
+) -> Result<Scanned> {
+    let paths: Vec<PathBuf> = shards.iter().map(|s| root.join(s)).collect();
+    let mut n_bytes = 0;
+    for path in &paths {
+        n_bytes += fs::metadata(path).map_err(|e| Error::io("cannot open", path, e))?.len();
+    }
+    progress(Progress::Start { n_shards: shards.len(), n_bytes });
+
+    // Register the temporary names first, so that they are cleaned up whatever fails.
+    for path in &paths {
+        let idx = tar_idx::tar_idx_path(path);
+        pending.files.push((tmp_name(&idx), idx));
+    }
+    let db_path = meta_dir.join(INDEX_SQLITE);
+    let db_tmp = tmp_name(&db_path);
+    let _ = fs::remove_file(&db_tmp);
+    pending.files.push((db_tmp.clone(), db_path.clone()));
+
+    let mut writer = sqlite::SqliteIndexWriter::create(&db_tmp)?;
+    if db_path.is_file() {
+        writer.copy_media_tables_from(&db_path)?;
+    }
+    let n_workers = num_workers.clamp(1, shards.len());
+    let mut scanned = Scanned { shard_counts: vec![0; shards.len()], ..Scanned::default() };
+    // Workers take shards in order from a shared counter and stream their scans to this thread,
+    // the single SQLite writer; the bounded channel keeps memory flat.
+    let next_shard = AtomicUsize::new(0);
+    let cancelled = AtomicBool::new(false);
+    let (tx, rx) = mpsc::sync_channel::<(usize, ShardScan)>(2 * n_workers);
+    std::thread::scope(|scope| -> Result<()> {
+        let mut workers = Vec::with_capacity(n_workers);
+        for _ in 0..n_workers {
+            let tx = tx.clone();
+            let (paths, next_shard, cancelled) = (&paths, &next_shard, &cancelled);
+            workers.push(scope.spawn(move || -> Result<(), (usize, Error)> {
+                loop {
+                    let i = next_shard.fetch_add(1, Ordering::Relaxed);
+                    if i >= paths.len() || cancelled.load(Ordering::Relaxed) {
+                        return Ok(());
+                    }
+                    let res = scan_one(&paths[i]);
+                    let scan = match res {
+                        Ok(scan) => scan,
+                        Err(err) => {
+                            cancelled.store(true, Ordering::Relaxed);
+                            return Err((i, err));
+                        }
+                    };
+                    if tx.send((i, scan)).is_err() {
+                        // The writer failed and reports its own error.
+                        return Ok(());
+                    }
+                }
+            }));
+        }
+        drop(tx);
+        let mut write_res = Ok(());
+        for (i, scan) in rx.iter() {
+            write_res = record_shard(&mut writer, &mut scanned, i, shards, &scan);
+            if write_res.is_err() {
+                cancelled.store(true, Ordering::Relaxed);
+                break;
+            }
+            let n_bytes = fs::metadata(&paths[i]).map(|m| m.len()).unwrap_or(0);
+            progress(Progress::Shard { n_samples: scan.samples.len() as u64, n_bytes });
+        }
+        drop(rx);
+        // Of several failing shards, report the first in shard order.
+        let mut first_err: Option<(usize, Error)> = None;
+        for worker in workers {
+            let res =
+                worker.join().map_err(|_| Error::Config("a prepare worker panicked".into()))?;
+            if let Err((i, err)) = res
+                && first_err.as_ref().is_none_or(|(j, _)| i < *j)
+            {
+                first_err = Some((i, err));
+            }
+        }
+        if let Some((_, err)) = first_err {
+            return Err(err);
+        }
+        write_res
+    })?;
+    writer.finish()?;
+    Ok(scanned)
+}
+
+fn record_shard(
+    writer: &mut sqlite::SqliteIndexWriter,
+    scanned: &mut Scanned,
+    i: usize,
+    shards: &[String],
+    scan: &ShardScan,
+) -> Result<()> {
+    writer.add_shard(i as u64, &shards[i], scan)?;
+    scanned.shard_counts[i] = scan.samples.len() as u64;
+    if i == 0 {
+        scanned.first_keys = scan.samples.iter().take(2).map(|s| s.key.clone()).collect();
+    }
+    if scanned.part_names.len() < 50 {
+        for part in scan.samples.iter().flat_map(|s| &s.parts) {
+            if scanned.part_names.len() >= 50 {
+                break;
+            }
+            if !scanned.part_names.contains(&part.name) {
+                scanned.part_names.push(part.name.clone());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn scan_one(path: &Path) -> Result<ShardScan> {
+    let scan = tar_scan::scan_shard(path)?;
+    if scan.samples.is_empty() {
+        return Err(Error::EmptyShard { path: path.to_owned() });
+    }
+    let idx_tmp = tmp_name(&tar_idx::tar_idx_path(path));
+    write_offsets(&idx_tmp, &scan.offsets(), path)?;
+    Ok(scan)
+}
+
+fn write_offsets(tmp: &Path, offsets: &[u64], shard: &Path) -> Result<()> {
+    let bytes: Vec<u8> = offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
+    fs::write(tmp, bytes).map_err(|e| Error::io("cannot write", tmp, e))?;
+    crate::fsutil::copy_permissions_or_user_rw(shard, tmp);
+    Ok(())
+}
+
+/// Prepares a JSONL dataset: writes `<file>.jsonl.idx` and returns the number of records.
+pub fn prepare_jsonl(path: &Path) -> Result<u64> {
+    let offsets = jsonl_idx::build_jsonl_offsets(path)?;
+    jsonl_idx::write_jsonl_idx(&jsonl_idx::jsonl_idx_path(path), &offsets)?;
+    Ok(offsets.len().saturating_sub(1) as u64)
+}
