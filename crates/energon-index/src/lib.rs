@@ -20,7 +20,6 @@ pub mod fsutil;
 pub mod info;
 pub mod jsonl_idx;
 pub mod prepare;
-pub mod pyrandom;
 pub mod shard;
 pub mod split;
 pub mod sqlite;
