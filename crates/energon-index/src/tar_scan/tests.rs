@@ -536,3 +536,47 @@ fn golden_sqlite_rows_equal_reference() {
     assert_eq!(parts, expected_parts);
     assert_eq!(samples, expected_samples);
 }
+
+/// Numbers from Python `tarfile` on the same bytes: a global `size` reaches the member through
+/// the later `x` header, which also moves the next header.
+#[test]
+fn pax_global_size_applied_through_local_header() {
+    let mut tar = TarBuf::default();
+    tar.extension(b'g', &pax_records(&[("size", b"3")]));
+    tar.extension(b'x', &pax_records(&[("mtime", b"1")]));
+    tar.file("a.txt", b"12345");
+    tar.file("b.txt", &[1; 1000]);
+    let data = tar.finish();
+    let mut walk = members(&data, 0);
+    let m: Vec<_> = walk.by_ref().map(Result::unwrap).collect();
+    let got: Vec<_> =
+        m.iter().map(|m| (m.name.as_ref(), m.offset, m.offset_data, m.size)).collect();
+    assert_eq!(got, [("a.txt", 1024, 2560, 3), ("b.txt", 3072, 3584, 3)]);
+    assert_eq!(walk.position(), 4608);
+}
+
+/// Numbers from Python `tarfile`: a long name filling its block exactly has no NUL and is
+/// taken whole.
+#[test]
+fn long_name_filling_its_block() {
+    let long = format!("{}.txt", "n".repeat(508));
+    let mut tar = TarBuf::default();
+    tar.extension(b'L', long.as_bytes());
+    tar.file("short", b"1");
+    let data = tar.finish();
+    let m = all_members(&data);
+    assert_eq!((m[0].name.as_ref(), m[0].offset, m[0].offset_data), (long.as_str(), 0, 1536));
+}
+
+#[test]
+fn unsupported_or_invalid_pax_values_are_errors() {
+    for records in [&[("GNU.sparse.major", &b"1"[..])][..], &[("size", b"12x")], &[("size", b"-1")]]
+    {
+        let mut tar = TarBuf::default();
+        let x = tar.extension(b'x', &pax_records(records));
+        tar.file("a.txt", b"1");
+        let (offset, reason) = corrupt(&tar.finish());
+        assert_eq!(offset, x);
+        assert!(reason.contains("pax"), "{reason}");
+    }
+}
