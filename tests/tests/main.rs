@@ -1,3 +1,4 @@
 //! Cross-crate integration tests.
+#![allow(clippy::unwrap_used)]
 
 mod tidy;

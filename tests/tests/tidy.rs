@@ -103,7 +103,10 @@ fn crate_dependencies_follow_the_layering() {
             assert!(!deps.iter().any(|d| d == "rusqlite"), "{name} must not depend on rusqlite");
         }
         if name != "energon-py" {
-            assert!(!deps.iter().any(|d| d == "pyo3" || d == "numpy"), "{name} must not link Python");
+            assert!(
+                !deps.iter().any(|d| d == "pyo3" || d == "numpy"),
+                "{name} must not link Python"
+            );
         }
     }
 }
