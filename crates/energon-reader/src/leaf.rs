@@ -1,0 +1,356 @@
+//! Per-worker iteration over one leaf dataset: which global sample index this worker reads next.
+//!
+//! A [`LeafIter`] walks the slices that `energon_dist::shard_workers` gave one worker, in the
+//! reference's order (its `WebdatasetSampleLoaderDataset._slices_iter`), and yields global sample
+//! indices; reading the samples is the caller's job, so the order logic is pure and testable on
+//! its own.
+//!
+//! - [`SliceOrder::Sequential`] (validation): slices in order, one at a time.
+//! - [`SliceOrder::Shuffled`] (`shuffle_over_epochs = k`): each epoch draws a permutation of the
+//!   slice list repeated `k` times, opens up to `P` slices at once (`parallel_slice_iters`), and
+//!   picks the slot of every sample with a weighted draw over the full-length weights of the open
+//!   slices.
+//! - [`SliceOrder::WithReplacement`] (`shuffle_over_epochs = -1`): slices drawn with replacement,
+//!   forever.
+//!
+//! An *epoch* is one pass over the permuted slice list. [`LeafIter::next_index`] returns `None`
+//! once when an epoch ends, and the next call starts a new epoch (as re-iterating the reference's
+//! dataset does). All of the epoch's progress lives in the `LeafIter` itself, so a consumer that
+//! stops pulling in the middle of an epoch and comes back later resumes that epoch, as the
+//! reference does when a fractional `RepeatDataset` abandons its child (spec 4.3 step 5). The whole
+//! progress can be saved as a [`LeafState`] and resumed with [`LeafIter::from_state`].
+
+pub mod state;
+#[cfg(test)]
+mod tests;
+
+use std::num::{NonZeroU32, NonZeroUsize};
+
+use energon_dist::{RngState, WorkerRng, WorkerSlices};
+
+pub use self::state::{EpochState, LeafState, SliceCursor};
+
+/// How a worker orders its slices (the reference's `shuffle_over_epochs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SliceOrder {
+    /// No shuffling (`shuffle_over_epochs = None`, always the case for validation and test): the
+    /// slices in order, one at a time, each read sequentially.
+    Sequential,
+    /// Shuffled without replacement (`shuffle_over_epochs = k`, default 1 for training): every
+    /// epoch reads each slice `epochs` times, in an order drawn from the worker's stream.
+    Shuffled {
+        /// `k`: how many times each slice occurs in one epoch.
+        epochs: NonZeroU32,
+    },
+    /// Shuffled with replacement (`shuffle_over_epochs = -1`): every exhausted slot takes a
+    /// uniformly drawn slice; the epoch never ends.
+    WithReplacement,
+}
+
+impl SliceOrder {
+    /// The order for the reference's `shuffle_over_epochs` value: `None` is
+    /// [`SliceOrder::Sequential`], `k >= 1` is [`SliceOrder::Shuffled`], `-1` is
+    /// [`SliceOrder::WithReplacement`]; other values (0, below -1, past `u32::MAX`) give `None`.
+    pub fn from_shuffle_over_epochs(shuffle_over_epochs: Option<i64>) -> Option<Self> {
+        match shuffle_over_epochs {
+            None => Some(SliceOrder::Sequential),
+            Some(-1) => Some(SliceOrder::WithReplacement),
+            Some(k) => {
+                let epochs = NonZeroU32::new(u32::try_from(k).ok()?)?;
+                Some(SliceOrder::Shuffled { epochs })
+            }
+        }
+    }
+
+    /// The reference's `shuffle_over_epochs` value of this order (inverse of
+    /// [`SliceOrder::from_shuffle_over_epochs`]).
+    pub fn shuffle_over_epochs(self) -> Option<i64> {
+        match self {
+            SliceOrder::Sequential => None,
+            SliceOrder::Shuffled { epochs } => Some(i64::from(epochs.get())),
+            SliceOrder::WithReplacement => Some(-1),
+        }
+    }
+}
+
+/// How one leaf dataset is iterated on every worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeafConfig {
+    /// The slice order.
+    pub order: SliceOrder,
+    /// `P`: how many slices are open at once (the reference's `parallel_shard_iters`, 16 for
+    /// training). Ignored by [`SliceOrder::Sequential`], which always reads one slice at a time.
+    pub parallel_slice_iters: NonZeroUsize,
+}
+
+impl LeafConfig {
+    /// The reference's training default: one shuffled epoch at a time, 16 open slices.
+    pub const TRAIN: LeafConfig = LeafConfig {
+        order: SliceOrder::Shuffled { epochs: NonZeroU32::MIN },
+        parallel_slice_iters: NonZeroUsize::new(16).expect("16 is not zero"),
+    };
+
+    /// The reference's validation default: sequential, one slice at a time.
+    pub const VAL: LeafConfig =
+        LeafConfig { order: SliceOrder::Sequential, parallel_slice_iters: NonZeroUsize::MIN };
+
+    /// The number of slots actually used: `P`, or 1 for [`SliceOrder::Sequential`].
+    pub fn n_slots(&self) -> usize {
+        match self.order {
+            SliceOrder::Sequential => 1,
+            _ => self.parallel_slice_iters.get(),
+        }
+    }
+}
+
+/// One worker's iteration over one leaf dataset: yields global sample indices in the reference's
+/// order. See the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct LeafIter {
+    slices: WorkerSlices,
+    config: LeafConfig,
+    rng: WorkerRng,
+    epoch: Option<Epoch>,
+    sample_count: u64,
+    epoch_count: u64,
+    epoch_sample_count: u64,
+}
+
+/// The progress of the open epoch.
+#[derive(Debug, Clone)]
+struct Epoch {
+    /// The stream as it was before this epoch's slice order was drawn (to redraw it on restore).
+    order_rng: Option<RngState>,
+    /// Slices of the order not opened yet, the next one last (so `pop` takes it).
+    pending: Vec<usize>,
+    /// How many slices of the order have been opened.
+    opened: u64,
+    /// One entry per slot: the open slice and the next sample to read in it.
+    active: Vec<Option<SliceCursor>>,
+    /// The draw weight of each slot: the full length of its slice, 0 for an empty slot.
+    weights: Vec<f32>,
+}
+
+impl LeafIter {
+    /// A fresh iteration (no epoch started) over `slices`, drawing from `rng`, a stream of its own
+    /// seeded with the worker seed (`WorkerConfig::worker_rng`).
+    ///
+    /// Fails for [`SliceOrder::WithReplacement`] over a worker without slices: there is nothing to
+    /// draw from.
+    pub fn new(
+        slices: WorkerSlices,
+        config: LeafConfig,
+        rng: WorkerRng,
+    ) -> Result<Self, energon_dist::Error> {
+        if config.order == SliceOrder::WithReplacement && slices.n_slices() == 0 {
+            return Err(energon_dist::Error::EmptyRange);
+        }
+        Ok(LeafIter {
+            slices,
+            config,
+            rng,
+            epoch: None,
+            sample_count: 0,
+            epoch_count: 0,
+            epoch_sample_count: 0,
+        })
+    }
+
+    /// The slices of this worker.
+    pub fn slices(&self) -> &WorkerSlices {
+        &self.slices
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LeafConfig {
+        &self.config
+    }
+
+    /// The number of samples of this worker (the reference's `len_worker`).
+    pub fn len_worker(&self) -> u64 {
+        self.slices.n_samples()
+    }
+
+    /// How many indices have been yielded in total.
+    pub fn sample_count(&self) -> u64 {
+        self.sample_count
+    }
+
+    /// How many epochs have ended.
+    pub fn epoch_count(&self) -> u64 {
+        self.epoch_count
+    }
+
+    /// How many indices the open epoch has yielded (0 when none is open).
+    pub fn epoch_sample_count(&self) -> u64 {
+        self.epoch_sample_count
+    }
+
+    /// Whether an epoch is open (started and not yet closed by a `None`).
+    pub fn in_epoch(&self) -> bool {
+        self.epoch.is_some()
+    }
+
+    /// The next global sample index, or `None` at the end of an epoch (the call after it starts
+    /// the next epoch).
+    ///
+    /// An epoch that has handed out its last index stays open until the next call, which closes it
+    /// and returns `None`; a worker without samples returns `None` on every call.
+    pub fn next_index(&mut self) -> Result<Option<u64>, energon_dist::Error> {
+        if self.epoch.is_none() {
+            self.epoch = Some(self.start_epoch()?);
+        }
+        let LeafIter { slices, config, rng, epoch: Some(epoch), .. } = self else {
+            unreachable!("an epoch was opened above");
+        };
+        if epoch.weights.iter().all(|&w| w == 0.0) {
+            // COMPAT(energon 7.4.1): sample_loader.py:_slices_iter closes the epoch only when its
+            // loop finds no open slice, i.e. on the pull after the last sample.
+            self.epoch = None;
+            self.epoch_count += 1;
+            self.epoch_sample_count = 0;
+            return Ok(None);
+        }
+        let slot = match config.order {
+            SliceOrder::Sequential => 0,
+            // One draw per sample over all P slots, zeros included (no draw when P == 1).
+            _ => rng.choice_idx(&epoch.weights)?,
+        };
+        let cursor =
+            epoch.active[slot].as_mut().expect("choice_idx never picks a slot of weight 0");
+        let index = cursor.current;
+        cursor.current += 1;
+        if cursor.current >= slices.offsets()[cursor.slice + 1] {
+            let next = if let Some(next) = epoch.pending.pop() {
+                epoch.opened += 1;
+                Some(next)
+            } else if config.order == SliceOrder::WithReplacement {
+                // `new` checked that there is at least one slice.
+                Some(rng.randbelow(slices.n_slices() as u64)? as usize)
+            } else {
+                None
+            };
+            epoch.active[slot] = next.map(|slice| cursor_at(slices, slice));
+            epoch.weights[slot] = next.map_or(0.0, |slice| weight_of(slices, slice));
+        }
+        self.sample_count += 1;
+        self.epoch_sample_count += 1;
+        Ok(Some(index))
+    }
+
+    /// The complete progress, to save in a checkpoint.
+    pub fn state(&self) -> LeafState {
+        LeafState {
+            rng: self.rng.state(),
+            epoch: self.epoch.as_ref().map(|epoch| EpochState {
+                order_rng: epoch.order_rng.clone(),
+                opened: epoch.opened,
+                active: epoch.active.clone(),
+            }),
+            sample_count: self.sample_count,
+            epoch_count: self.epoch_count,
+            epoch_sample_count: self.epoch_sample_count,
+        }
+    }
+
+    /// Resumes the iteration saved as `state` over the same `slices` and `config`; it continues
+    /// exactly as the saved one would have.
+    ///
+    /// Returns `None` if the state cannot belong to these slices and this configuration (a slot
+    /// count other than the configuration's, a cursor outside its slice, more slices opened than
+    /// the order holds).
+    pub fn from_state(slices: WorkerSlices, config: LeafConfig, state: LeafState) -> Option<Self> {
+        let mut res = LeafIter::new(slices, config, WorkerRng::from_state(state.rng)).ok()?;
+        res.sample_count = state.sample_count;
+        res.epoch_count = state.epoch_count;
+        res.epoch_sample_count = state.epoch_sample_count;
+        if let Some(saved) = state.epoch {
+            if saved.active.len() != config.n_slots() {
+                return None;
+            }
+            let offsets = res.slices.offsets();
+            for cursor in saved.active.iter().flatten() {
+                let end = *offsets.get(cursor.slice + 1)?;
+                if cursor.current < offsets[cursor.slice] || cursor.current >= end {
+                    return None;
+                }
+            }
+            let mut order_rng = saved.order_rng.clone().map(WorkerRng::from_state);
+            let mut pending = res.slice_order(order_rng.as_mut())?;
+            let opened = usize::try_from(saved.opened).ok()?;
+            pending.truncate(pending.len().checked_sub(opened)?);
+            let weights = saved
+                .active
+                .iter()
+                .map(|cursor| cursor.as_ref().map_or(0.0, |c| weight_of(&res.slices, c.slice)))
+                .collect();
+            res.epoch = Some(Epoch {
+                order_rng: saved.order_rng,
+                pending,
+                opened: saved.opened,
+                active: saved.active,
+                weights,
+            });
+        }
+        Some(res)
+    }
+
+    /// Draws the slice order of a new epoch and opens its first slots.
+    fn start_epoch(&mut self) -> Result<Epoch, energon_dist::Error> {
+        let order_rng = match self.config.order {
+            SliceOrder::Sequential => None,
+            _ => Some(self.rng.state()),
+        };
+        let mut rng = self.rng.clone();
+        let Some(pending) = self.slice_order(Some(&mut rng)) else {
+            return Err(energon_dist::Error::EmptyRange);
+        };
+        self.rng = rng;
+        let n_slots = self.config.n_slots();
+        let mut epoch = Epoch {
+            order_rng,
+            pending,
+            opened: 0,
+            active: vec![None; n_slots],
+            weights: vec![0.0; n_slots],
+        };
+        for slot in 0..n_slots {
+            let Some(slice) = epoch.pending.pop() else { break };
+            epoch.opened += 1;
+            epoch.active[slot] = Some(cursor_at(&self.slices, slice));
+            epoch.weights[slot] = weight_of(&self.slices, slice);
+        }
+        Ok(epoch)
+    }
+
+    /// The slice order of an epoch, reversed (the first slice last), drawn from `rng` (unused for
+    /// [`SliceOrder::Sequential`]). `None` if a draw is impossible (no slices to draw from).
+    fn slice_order(&self, rng: Option<&mut WorkerRng>) -> Option<Vec<usize>> {
+        let n_slices = self.slices.n_slices();
+        let mut order = match (self.config.order, rng) {
+            (SliceOrder::Sequential, _) => (0..n_slices).collect(),
+            (SliceOrder::Shuffled { epochs }, Some(rng)) => {
+                let repeated: Vec<usize> =
+                    (0..epochs.get() as usize).flat_map(|_| 0..n_slices).collect();
+                rng.shuffle(&repeated)
+            }
+            (SliceOrder::WithReplacement, Some(rng)) => (0..self.config.n_slots())
+                .map(|_| rng.randbelow(n_slices as u64).map(|s| s as usize).ok())
+                .collect::<Option<Vec<_>>>()?,
+            (_, None) => return None,
+        };
+        order.reverse();
+        Some(order)
+    }
+}
+
+fn cursor_at(slices: &WorkerSlices, slice: usize) -> SliceCursor {
+    SliceCursor { slice, current: slices.offsets()[slice] }
+}
+
+fn weight_of(slices: &WorkerSlices, slice: usize) -> f32 {
+    let offsets = slices.offsets();
+    // COMPAT(energon 7.4.1): sample_loader.py:_slices_iter stores the slice length in a float32
+    // tensor (rounded to nearest for lengths past 2^24).
+    (offsets[slice + 1] - offsets[slice]) as f32
+}
