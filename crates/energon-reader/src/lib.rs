@@ -1,2 +1,36 @@
 //! Random-access sample reading from prepared datasets: shards, samples, decoders and sample types.
+//!
+//! # Overview
+//!
+//! - [`WebDataset`]: one split part of a prepared WebDataset folder; [`WebDataset::read`] returns
+//!   sample `i` as a [`RawSample`] whose parts are zero-copy slices of the shard's memory map.
+//! - [`JsonlDataset`]: a JSONL file with its `.jsonl.idx`; record `i` has key `i` and one part
+//!   `json`.
+//! - [`Dataset`]: either of them, opened by path as the reference classifies paths.
+//!
+//! ```
+//! use std::path::Path;
+//! use energon_reader::{Dataset, OpenOptions};
+//!
+//! let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/energon-ref-small");
+//! let dataset = Dataset::open(&root, &OpenOptions::default())?;
+//! let sample = dataset.read(0)?.expect("not excluded");
+//! assert_eq!(sample.key, "00000000");
+//! assert_eq!(sample.parts.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["jpg", "txt", "json"]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(missing_docs)]
+
+mod dataset;
+mod error;
+mod jsonl;
+pub mod leaf;
+mod mapped;
+mod raw;
+mod webdataset;
+
+pub use dataset::Dataset;
+pub use error::{Error, Result, SampleAt};
+pub use jsonl::{JSONL_PART, JsonlDataset};
+pub use raw::{Part, PartFilter, RESTORE_KEY_KIND, RawSample, SourceInfo};
+pub use webdataset::{OpenOptions, WebDataset};

@@ -1,0 +1,128 @@
+//! Memory-mapped data files: a bounded cache of open shard maps, and offset index files.
+//!
+//! Every byte the reader hands out is a [`Bytes`] slice of a map, so parts are never copied.
+//! A map stays alive as long as any slice of it does, even after the cache has let it go.
+
+use std::{
+    fs::{self, File},
+    io,
+    path::{Path, PathBuf},
+    sync::{Mutex, PoisonError},
+};
+
+use bytes::Bytes;
+use rustc_hash::FxHashMap;
+
+/// Index files up to this size are read into memory; larger ones are memory-mapped. Small files
+/// are the common case (one per shard), and a map per shard could exhaust the process's map
+/// limit (`vm.max_map_count`, 65530 by default) on datasets with many shards.
+const READ_LIMIT: u64 = 1 << 20;
+
+/// Maps the whole file at `path` read-only. An empty file gives empty bytes (it cannot be mapped).
+pub(crate) fn map_file(path: &Path) -> io::Result<Bytes> {
+    let file = File::open(path)?;
+    if file.metadata()?.len() == 0 {
+        return Ok(Bytes::new());
+    }
+    // SAFETY: the map is only read. Like every reader of a memory-mapped file we rely on nobody
+    // truncating or rewriting a prepared dataset while it is read (the reference makes the same
+    // assumption when it opens `index.sqlite` with `immutable=1`); a concurrent truncation
+    // raises SIGBUS rather than returning wrong bytes silently.
+    let map = unsafe { memmap2::Mmap::map(&file) }?;
+    Ok(Bytes::from_owner(map))
+}
+
+/// A flat array of little-endian `u64` offsets (`.tar.idx`, `.jsonl.idx`), read or mapped.
+#[derive(Debug, Clone)]
+pub(crate) struct OffsetIndex {
+    data: Bytes,
+}
+
+impl OffsetIndex {
+    /// Opens the index file; its size is not validated here (see [`OffsetIndex::n_entries`]).
+    pub(crate) fn open(path: &Path) -> io::Result<Self> {
+        let len = fs::metadata(path)?.len();
+        let data = if len <= READ_LIMIT { Bytes::from(fs::read(path)?) } else { map_file(path)? };
+        Ok(OffsetIndex { data })
+    }
+
+    /// Size of the file in bytes.
+    pub(crate) fn byte_len(&self) -> u64 {
+        self.data.len() as u64
+    }
+
+    /// Number of whole entries.
+    pub(crate) fn n_entries(&self) -> u64 {
+        self.byte_len() / 8
+    }
+
+    /// Entry `i`, or `None` past the end.
+    pub(crate) fn get(&self, i: u64) -> Option<u64> {
+        let start = usize::try_from(i).ok()?.checked_mul(8)?;
+        let bytes = self.data.get(start..start.checked_add(8)?)?;
+        Some(u64::from_le_bytes(bytes.try_into().expect("a slice of 8 bytes")))
+    }
+}
+
+/// A bounded least-recently-used cache of open shard maps, shared by all readers of a dataset.
+///
+/// The lock is held only to look up or insert a map, never while a file is opened or parsed.
+#[derive(Debug)]
+pub(crate) struct MapCache {
+    max_open: usize,
+    inner: Mutex<CacheInner>,
+}
+
+#[derive(Debug, Default)]
+struct CacheInner {
+    tick: u64,
+    maps: FxHashMap<usize, (Bytes, u64)>,
+}
+
+impl MapCache {
+    /// A cache keeping at most `max_open` maps (at least one).
+    pub(crate) fn new(max_open: usize) -> Self {
+        MapCache { max_open: max_open.max(1), inner: Mutex::new(CacheInner::default()) }
+    }
+
+    /// The map of shard `id`, opening `path` if it is not cached.
+    pub(crate) fn get(&self, id: usize, path: &Path) -> io::Result<Bytes> {
+        {
+            let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            inner.tick += 1;
+            let tick = inner.tick;
+            if let Some((bytes, last_use)) = inner.maps.get_mut(&id) {
+                *last_use = tick;
+                return Ok(bytes.clone());
+            }
+        }
+        let bytes = map_file(path)?;
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.tick += 1;
+        let tick = inner.tick;
+        if let Some((cached, last_use)) = inner.maps.get_mut(&id) {
+            // Another thread opened it meanwhile; keep one map.
+            *last_use = tick;
+            return Ok(cached.clone());
+        }
+        if inner.maps.len() >= self.max_open
+            && let Some(oldest) =
+                inner.maps.iter().min_by_key(|(_, (_, last_use))| *last_use).map(|(&k, _)| k)
+        {
+            inner.maps.remove(&oldest);
+        }
+        inner.maps.insert(id, (bytes.clone(), tick));
+        Ok(bytes)
+    }
+
+    /// Number of maps currently cached.
+    #[cfg(test)]
+    pub(crate) fn n_open(&self) -> usize {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner).maps.len()
+    }
+}
+
+/// `root` joined with a `/`-separated relative name.
+pub(crate) fn join_rel(root: &Path, rel: &str) -> PathBuf {
+    rel.split('/').filter(|c| !c.is_empty()).fold(root.to_path_buf(), |p, c| p.join(c))
+}

@@ -1,0 +1,407 @@
+//! One split part of a prepared WebDataset, read by random access.
+//!
+//! Sample `i` of the split part lives in the shard found by a binary search over the cumulative
+//! shard counts (split order, excluded shards removed); its bytes are `[idx[j], idx[j+1])` of
+//! that shard, from the shard's `.tar.idx`. Only the tar members inside that range are parsed.
+//! Shards and index files are opened on first use; a bounded number of shard maps is kept.
+
+use std::{
+    collections::BTreeSet,
+    path::{Path, PathBuf},
+    sync::{Arc, OnceLock},
+};
+
+use bytes::Bytes;
+use energon_index::{
+    info::{DatasetInfo, read_dataset_info},
+    split::read_dataset_split,
+    tar_idx::tar_idx_path,
+    tar_scan::{is_skipped, members, split_key_part},
+};
+use rustc_hash::FxHashSet;
+
+use crate::{
+    Error, Result,
+    error::SampleAt,
+    mapped::{MapCache, OffsetIndex, join_rel},
+    raw::{Part, PartFilter, RawSample},
+};
+
+/// How to open a dataset.
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    /// The split part to read (`train`, `val`, `test`, ...). Ignored for JSONL files.
+    pub split_part: String,
+    /// The split file inside `.nv-meta/`; `None` reads `split.yaml` (or `split.json` if that is
+    /// missing), as the reference does.
+    pub split_config: Option<String>,
+    /// Which parts to read.
+    pub part_filter: PartFilter,
+    /// How many shard maps to keep open at most.
+    pub max_open_shards: usize,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            split_part: "train".to_owned(),
+            split_config: None,
+            part_filter: PartFilter::All,
+            max_open_shards: 64,
+        }
+    }
+}
+
+/// One split part of a prepared WebDataset (a folder with `.nv-meta/.info.json`).
+///
+/// Cheap to share between threads behind an [`Arc`]: [`read`](Self::read) takes `&self`.
+#[derive(Debug)]
+pub struct WebDataset {
+    root: Arc<Path>,
+    split_part: String,
+    info: DatasetInfo,
+    shards: Vec<Shard>,
+    /// `starts[s]` is the global index of shard `s`'s first sample; the last entry is the total.
+    starts: Vec<u64>,
+    part_filter: PartFilter,
+    maps: MapCache,
+}
+
+#[derive(Debug)]
+struct Shard {
+    name: Arc<str>,
+    path: PathBuf,
+    count: u64,
+    idx: OnceLock<OffsetIndex>,
+    /// Keys excluded by `<shard>/<key>` entries of the split file's `exclude` list.
+    excluded_keys: FxHashSet<String>,
+}
+
+impl WebDataset {
+    /// Opens split part `options.split_part` of the prepared dataset at `root`.
+    ///
+    /// Reads `.nv-meta/.info.json` (or `.info.yaml`) and the split file; shards and their
+    /// `.tar.idx` files are opened on first read. Errors: the metadata errors of energon-index
+    /// (an undefined or empty split part, a shard not in the info, ...).
+    pub fn open(root: &Path, options: &OpenOptions) -> Result<Self> {
+        let info = read_dataset_info(root)?;
+        let (split_path, split) = read_dataset_split(root, options.split_config.as_deref())?;
+        let resolved = split.resolve(&split_path, &options.split_part, &info.shard_counts)?;
+        let shards: Vec<Shard> = resolved
+            .shards
+            .iter()
+            .map(|shard| Shard {
+                name: Arc::from(shard.name.as_str()),
+                path: join_rel(root, &shard.name),
+                count: shard.count,
+                idx: OnceLock::new(),
+                excluded_keys: excluded_keys(&resolved.sample_excludes, &shard.name),
+            })
+            .collect();
+        let mut starts = Vec::with_capacity(shards.len() + 1);
+        let mut total = 0u64;
+        starts.push(0);
+        for shard in &shards {
+            total += shard.count;
+            starts.push(total);
+        }
+        Ok(WebDataset {
+            root: Arc::from(root),
+            split_part: options.split_part.clone(),
+            info,
+            shards,
+            starts,
+            part_filter: options.part_filter.clone(),
+            maps: MapCache::new(options.max_open_shards),
+        })
+    }
+
+    /// The dataset root.
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// The split part read.
+    pub fn split_part(&self) -> &str {
+        &self.split_part
+    }
+
+    /// The dataset info (`.info.json`): every shard of the dataset, in `tar_file_id` order.
+    pub fn info(&self) -> &DatasetInfo {
+        &self.info
+    }
+
+    /// Sample counts of the split part's shards, in split order after shard excludes (what
+    /// worker slicing takes).
+    pub fn shard_counts(&self) -> Vec<u64> {
+        self.shards.iter().map(|s| s.count).collect()
+    }
+
+    /// Names of the split part's shards (relative to the root), in split order.
+    pub fn shard_names(&self) -> Vec<Arc<str>> {
+        self.shards.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// Number of samples in the split part, excluded samples included (they count in lengths and
+    /// slicing, as in the reference).
+    pub fn len(&self) -> u64 {
+        *self.starts.last().expect("starts has one entry more than shards")
+    }
+
+    /// Whether the split part has no samples.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reads sample `index` of the split part; `Ok(None)` for a sample excluded by the split
+    /// file (skipped, but still counted).
+    ///
+    /// Errors name the dataset, shard, key and byte offset: a missing shard or `.tar.idx`, an
+    /// index whose length differs from `.info.json`, a range past the end of the shard (a
+    /// truncated shard or a stale index), a damaged tar header, or members of another sample
+    /// inside the range (an index that does not match its tar).
+    pub fn read(&self, index: u64) -> Result<Option<RawSample>> {
+        let (shard_id, local) = self.locate(index)?;
+        let shard = &self.shards[shard_id];
+        let idx = self.shard_index(shard)?;
+        let corrupt = |offset: u64, key: Option<&str>, reason: String| Error::CorruptSample {
+            at: Box::new(SampleAt {
+                dataset: self.root.to_path_buf(),
+                shard: shard.name.to_string(),
+                key: key.map(str::to_owned),
+                index: Some(index),
+                offset,
+            }),
+            reason,
+        };
+        let (Some(start), Some(end)) = (idx.get(local), idx.get(local + 1)) else {
+            return Err(corrupt(0, None, "sample is past the end of the .tar.idx".to_owned()));
+        };
+        if end < start {
+            return Err(self.idx_mismatch(
+                shard,
+                format!("sample {local} ends at {end}, before its start {start}"),
+            ));
+        }
+        let data = self.maps.get(shard_id, &shard.path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                Error::MissingShard {
+                    dataset: self.root.to_path_buf(),
+                    shard: shard.name.to_string(),
+                    path: shard.path.clone(),
+                    source,
+                }
+            } else {
+                Error::io("cannot map", &shard.path, source)
+            }
+        })?;
+        if end > data.len() as u64 {
+            return Err(corrupt(
+                start,
+                None,
+                format!(
+                    "sample bytes [{start}, {end}) run past the end of the shard ({} bytes): the \
+                     shard is truncated or its .tar.idx is stale",
+                    data.len()
+                ),
+            ));
+        }
+        let range = &data[start as usize..end as usize];
+        parse_sample(&data, range, start, &self.part_filter, |offset, key, reason| {
+            if offset == 0 && data.starts_with(&[0x1f, 0x8b]) {
+                return Error::Index(energon_index::Error::CompressedTar {
+                    path: shard.path.clone(),
+                });
+            }
+            corrupt(offset, key, reason)
+        })
+        .map(|(key, parts)| {
+            (!shard.excluded_keys.contains(&key)).then(|| RawSample {
+                key,
+                dataset: self.root.clone(),
+                shard: shard.name.clone(),
+                index,
+                offset: start,
+                parts,
+            })
+        })
+    }
+
+    /// Checks every shard of the split part without reading samples: the shard exists, its
+    /// `.tar.idx` holds as many samples as `.info.json` says, and its offsets are increasing
+    /// and end inside the shard. Returns every problem found.
+    pub fn check_shards(&self) -> Vec<Error> {
+        let mut res = Vec::new();
+        for shard in &self.shards {
+            let idx = match self.shard_index(shard) {
+                Ok(idx) => idx,
+                Err(err) => {
+                    res.push(err);
+                    continue;
+                }
+            };
+            let shard_len = match std::fs::metadata(&shard.path) {
+                Ok(meta) => meta.len(),
+                Err(source) => {
+                    res.push(Error::MissingShard {
+                        dataset: self.root.to_path_buf(),
+                        shard: shard.name.to_string(),
+                        path: shard.path.clone(),
+                        source,
+                    });
+                    continue;
+                }
+            };
+            let mut prev = 0;
+            for i in 0..idx.n_entries() {
+                let offset = idx.get(i).expect("i < n_entries");
+                if offset < prev || offset > shard_len {
+                    res.push(self.idx_mismatch(
+                        shard,
+                        format!(
+                            "entry {i} ({offset}) is before the previous one or past the end \
+                             of the shard ({shard_len} bytes)"
+                        ),
+                    ));
+                    break;
+                }
+                prev = offset;
+            }
+        }
+        res
+    }
+
+    /// Finds the shard and the index within it of global sample `index`.
+    fn locate(&self, index: u64) -> Result<(usize, u64)> {
+        if index >= self.len() {
+            return Err(Error::OutOfRange {
+                dataset: self.root.to_path_buf(),
+                index,
+                len: self.len(),
+            });
+        }
+        // The last shard whose start is <= index (empty shards are skipped over).
+        let shard_id = self.starts.partition_point(|&s| s <= index) - 1;
+        Ok((shard_id, index - self.starts[shard_id]))
+    }
+
+    /// The shard's `.tar.idx`, loaded and size-checked against `.info.json` on first use.
+    fn shard_index<'a>(&self, shard: &'a Shard) -> Result<&'a OffsetIndex> {
+        if let Some(idx) = shard.idx.get() {
+            return Ok(idx);
+        }
+        let path = tar_idx_path(&shard.path);
+        let idx = OffsetIndex::open(&path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                if shard.path.exists() {
+                    Error::IndexMismatch {
+                        dataset: self.root.to_path_buf(),
+                        shard: shard.name.to_string(),
+                        path: path.clone(),
+                        reason: "the index file is missing".to_owned(),
+                    }
+                } else {
+                    Error::MissingShard {
+                        dataset: self.root.to_path_buf(),
+                        shard: shard.name.to_string(),
+                        path: shard.path.clone(),
+                        source,
+                    }
+                }
+            } else {
+                Error::io("cannot read", &path, source)
+            }
+        })?;
+        if !idx.byte_len().is_multiple_of(8) || idx.n_entries() != shard.count + 1 {
+            return Err(self.idx_mismatch(
+                shard,
+                format!(
+                    "it holds {} bytes ({} samples) but .info.json gives the shard {} samples \
+                     ({} bytes expected)",
+                    idx.byte_len(),
+                    idx.n_entries().saturating_sub(1),
+                    shard.count,
+                    8 * (shard.count + 1)
+                ),
+            ));
+        }
+        Ok(shard.idx.get_or_init(|| idx))
+    }
+
+    fn idx_mismatch(&self, shard: &Shard, reason: String) -> Error {
+        Error::IndexMismatch {
+            dataset: self.root.to_path_buf(),
+            shard: shard.name.to_string(),
+            path: tar_idx_path(&shard.path),
+            reason,
+        }
+    }
+}
+
+/// The keys of `shard` excluded by `<shard>/<key>` entries.
+fn excluded_keys(sample_excludes: &BTreeSet<String>, shard: &str) -> FxHashSet<String> {
+    let prefix = format!("{shard}/");
+    sample_excludes
+        .range(prefix.clone()..)
+        .take_while(|e| e.starts_with(&prefix))
+        .map(|e| e[prefix.len()..].to_owned())
+        .collect()
+}
+
+/// Parses the tar members in `range` (the bytes `[start, ..)` of `shard`) into a key and the
+/// parts that pass `filter`. Every matching member must share the key of the first.
+///
+/// `corrupt(offset, key, reason)` builds the error for damage at a shard offset.
+pub(crate) fn parse_sample(
+    shard: &Bytes,
+    range: &[u8],
+    start: u64,
+    filter: &PartFilter,
+    corrupt: impl Fn(u64, Option<&str>, String) -> Error,
+) -> Result<(String, Vec<Part>)> {
+    let mut key: Option<String> = None;
+    let mut parts = Vec::new();
+    for member in members(range, start) {
+        let member = member.map_err(|e| corrupt(e.offset, key.as_deref(), e.reason))?;
+        if !member.is_regular() || is_skipped(&member.name) {
+            continue;
+        }
+        let Some((member_key, part)) = split_key_part(&member.name) else {
+            continue;
+        };
+        match &key {
+            None => key = Some(member_key.to_owned()),
+            Some(k) if k == member_key => {}
+            Some(k) => {
+                return Err(corrupt(
+                    member.offset,
+                    Some(k),
+                    format!(
+                        "member {:?} belongs to another sample (key {member_key:?}): the .tar.idx \
+                         does not match the tar",
+                        member.name
+                    ),
+                ));
+            }
+        }
+        if filter.accepts(part) {
+            let offset = member.offset_data;
+            let data = shard.slice(offset as usize..offset as usize + member.data.len());
+            parts.push(Part { name: part.to_owned(), offset, data });
+        }
+    }
+    match key {
+        Some(key) => Ok((key, parts)),
+        None => Err(corrupt(
+            start,
+            None,
+            format!(
+                "no sample member in bytes [{start}, {}): the .tar.idx does not match the tar",
+                start + range.len() as u64
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests;
