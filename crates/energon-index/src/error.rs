@@ -9,7 +9,7 @@ use std::{io, path::PathBuf};
 #[non_exhaustive]
 pub enum Error {
     /// A file or folder could not be opened, read or written.
-    #[error("{op} {path}: {source}")]
+    #[error("{op} {path}")]
     Io {
         /// What was being done (`"cannot open"`, `"cannot write"`, ...).
         op: &'static str,
@@ -32,6 +32,12 @@ pub enum Error {
     /// A shard is compressed; only uncompressed tar shards can be read by random access.
     #[error("{path} is gzip-compressed; energon needs uncompressed tar shards (gunzip it first)")]
     CompressedTar {
+        /// The shard.
+        path: PathBuf,
+    },
+    /// A shard path is not a regular file (a FIFO, a device).
+    #[error("shard {path} is not a regular file")]
+    NotAFile {
         /// The shard.
         path: PathBuf,
     },
@@ -92,7 +98,9 @@ pub enum Error {
         defined: String,
     },
     /// A split part names a shard that the dataset info does not list.
-    #[error("{path}: split part {split_part:?} names shard {shard:?}, which is not in the dataset info")]
+    #[error(
+        "{path}: split part {split_part:?} names shard {shard:?}, which is not in the dataset info"
+    )]
     UnknownShard {
         /// The split configuration file.
         path: PathBuf,
@@ -130,7 +138,7 @@ pub enum Error {
         second: String,
     },
     /// A SQLite operation failed.
-    #[error("sqlite error on {path}: {source}")]
+    #[error("sqlite error on {path}")]
     Sqlite {
         /// The database file.
         path: PathBuf,

@@ -247,7 +247,12 @@ fn index_shards(
     let paths: Vec<PathBuf> = shards.iter().map(|s| root.join(s)).collect();
     let mut n_bytes = 0;
     for path in &paths {
-        n_bytes += fs::metadata(path).map_err(|e| Error::io("cannot open", path, e))?.len();
+        let meta = fs::metadata(path).map_err(|e| Error::io("cannot open", path, e))?;
+        if !meta.is_file() {
+            // A FIFO or device named like a shard would block or never end.
+            return Err(Error::NotAFile { path: path.clone() });
+        }
+        n_bytes += meta.len();
     }
     progress(Progress::Start { n_shards: shards.len(), n_bytes });
 

@@ -415,3 +415,19 @@ fn bad_flags() {
     let (out, _, _) = run(energon().args(["prepare", "--no-such-flag"]));
     assert!(!out.status.success());
 }
+
+#[test]
+fn unreadable_shards_are_reported() {
+    // A dangling symlink named like a shard.
+    let dir = Dir::new().with_generated(2, 2);
+    std::os::unix::fs::symlink(dir.join("nowhere.tar"), dir.join("shards/zz.tar")).unwrap();
+    let err = run_err(prepare(&dir).args(["--split-ratio", "1,0,0", "--non-interactive"]));
+    assert!(err.contains("zz.tar") && err.contains("No such file"), "{err}");
+    // A FIFO would block a reader forever: refused up front.
+    let dir = Dir::new().with_generated(2, 2);
+    let status =
+        std::process::Command::new("mkfifo").arg(dir.join("shards/fifo.tar")).status().unwrap();
+    assert!(status.success());
+    let err = run_err(prepare(&dir).args(["--split-ratio", "1,0,0", "--non-interactive"]));
+    assert!(err.contains("fifo.tar") && err.contains("not a regular file"), "{err}");
+}
