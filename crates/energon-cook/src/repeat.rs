@@ -1,0 +1,227 @@
+//! The repeat stage: iterates its inner stage several times, or forever (the reference's
+//! `RepeatDataset`).
+
+use crate::{
+    error::{Error, Result},
+    stage::Stage,
+    state::RepeatState,
+};
+
+/// Repeats the passes of the inner stage: forever (`repeats = None`, training), or `r` times,
+/// where a fractional `r` ends with a partial pass of `floor(len_worker * frac(r))` items.
+///
+/// COMPAT(energon 7.4.1): wrappers/repeat_dataset.py:RepeatDataset. A partial pass abandons the
+/// inner stage mid-pass and the next pass of this stage *continues* it rather than restarting
+/// it (the inner state is kept); after the last repetition the counter is reset, so the next pass
+/// starts from repetition 0 again.
+pub struct Repeat<S> {
+    inner: S,
+    repeats: Option<f64>,
+    repetition: u64,
+    index: u64,
+    phase: Phase,
+    /// Consecutive inner passes without an item (infinite repetition only).
+    empty_passes: u32,
+    worker: usize,
+}
+
+/// Where the reference's generator would be suspended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// At the top of the repetition loop.
+    Top,
+    /// Inside a pass of the inner stage, cut after `stop` items if set.
+    InPass { stop: Option<u64>, yielded: bool },
+    /// Right after the item that reached the cut of a partial pass.
+    AfterCut,
+}
+
+impl<S: Stage> Repeat<S> {
+    /// Repeats `inner` forever.
+    ///
+    /// `worker` (the local worker id) only names the worker in errors. If two consecutive passes
+    /// of `inner` yield nothing, [`Stage::next`] fails instead of looping forever.
+    pub fn forever(inner: S, worker: usize) -> Self {
+        Repeat::with(inner, None, worker)
+    }
+
+    /// Repeats `inner` `repeats` times (a finite, non-negative number; the fraction makes a
+    /// partial last pass).
+    pub fn times(inner: S, repeats: f64, worker: usize) -> Result<Self> {
+        if !repeats.is_finite() || repeats < 0.0 {
+            return Err(Error::InvalidSetting {
+                setting: "repeats",
+                value: repeats.to_string(),
+                reason: "must be a finite number of at least 0",
+            });
+        }
+        Ok(Repeat::with(inner, Some(repeats), worker))
+    }
+
+    fn with(inner: S, repeats: Option<f64>, worker: usize) -> Self {
+        Repeat {
+            inner,
+            repeats,
+            repetition: 0,
+            index: 0,
+            phase: Phase::Top,
+            empty_passes: 0,
+            worker,
+        }
+    }
+
+    /// The savable progress (the reference's `_repetition` and `_index`).
+    pub fn state(&self) -> RepeatState {
+        RepeatState { repetition: self.repetition, index: self.index }
+    }
+
+    /// The inner stage.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for Repeat<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Repeat")
+            .field("inner", &self.inner)
+            .field("repeats", &self.repeats)
+            .field("repetition", &self.repetition)
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Stage> Stage for Repeat<S> {
+    type Item = S::Item;
+
+    fn next(&mut self) -> Result<Option<S::Item>> {
+        loop {
+            match self.phase {
+                Phase::Top => {
+                    let mut stop = None;
+                    if let Some(repeats) = self.repeats {
+                        if self.repetition as f64 >= repeats {
+                            self.repetition = 0;
+                            return Ok(None);
+                        }
+                        if self.repetition as f64 == repeats.floor() {
+                            let fraction = repeats - repeats.floor();
+                            let cut = (self.inner.len_worker() as f64 * fraction).floor() as u64;
+                            if self.index >= cut {
+                                self.repetition = 0;
+                                return Ok(None);
+                            }
+                            stop = Some(cut);
+                        }
+                    }
+                    self.phase = Phase::InPass { stop, yielded: false };
+                }
+                Phase::InPass { stop, yielded } => match self.inner.next()? {
+                    Some(item) => {
+                        self.index += 1;
+                        self.empty_passes = 0;
+                        self.phase = if stop.is_some_and(|stop| self.index >= stop) {
+                            Phase::AfterCut
+                        } else {
+                            Phase::InPass { stop, yielded: true }
+                        };
+                        return Ok(Some(item));
+                    }
+                    None => {
+                        if self.repeats.is_none() && !yielded {
+                            self.empty_passes += 1;
+                            // One empty pass is legitimate (an epoch interrupted right after its
+                            // last sample closes empty); two in a row means nothing is left.
+                            if self.empty_passes >= 2 {
+                                return Err(Error::NothingToRepeat {
+                                    worker: self.worker,
+                                    len_worker: self.inner.len_worker(),
+                                });
+                            }
+                        }
+                        self.repetition += 1;
+                        self.index = 0;
+                        self.phase = Phase::Top;
+                    }
+                },
+                Phase::AfterCut => {
+                    self.repetition += 1;
+                    self.index = 0;
+                    self.phase = Phase::Top;
+                }
+            }
+        }
+    }
+
+    fn len_worker(&self) -> u64 {
+        self.inner.len_worker()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use energon_dist::{WorkerConfig, shard_workers};
+    use energon_reader::leaf::{LeafConfig, LeafIter};
+
+    use super::*;
+    use crate::{LeafSource, stage::Keyed};
+
+    fn leaf_stage(n: u64) -> impl Stage<Item = Keyed<u64>> {
+        let cfg = WorkerConfig::new(0, 1, 0).unwrap();
+        let slices = shard_workers(&[n], None, &cfg, 0, None).unwrap().remove(0);
+        let leaf = LeafIter::new(slices, LeafConfig::TRAIN, cfg.worker_rng(0).unwrap()).unwrap();
+        LeafSource::new(leaf, |i| Ok(Some(i)))
+    }
+
+    fn pass_lengths(stage: &mut impl Stage, passes: usize) -> Vec<usize> {
+        (0..passes)
+            .map(|_| {
+                let mut n = 0;
+                while stage.next().unwrap().is_some() {
+                    n += 1;
+                }
+                n
+            })
+            .collect()
+    }
+
+    fn check(repeats: f64, n: u64, want: &[usize]) {
+        let mut stage = Repeat::times(leaf_stage(n), repeats, 0).unwrap();
+        assert_eq!(pass_lengths(&mut stage, want.len()), want, "r = {repeats} on {n}");
+    }
+
+    #[test]
+    fn fractional_repetitions_resume_the_abandoned_epoch() {
+        // COMPAT(energon 7.4.1): the per-pass counts the reference produces (spec 3.4).
+        check(0.5, 80, &[40, 40, 0, 40, 40, 0]);
+        check(0.7, 50, &[35, 15, 35, 15]);
+        check(0.3, 100, &[30, 30, 30, 10, 30]);
+        check(2.25, 40, &[90, 80, 80]);
+        check(2.0, 10, &[20, 20]);
+        check(0.0, 10, &[0, 0]);
+    }
+
+    #[test]
+    fn forever_never_ends_and_counts_repetitions() {
+        let mut stage = Repeat::forever(leaf_stage(3), 0);
+        let mut sorted: Vec<u64> = (0..9).map(|_| stage.next().unwrap().unwrap().value).collect();
+        sorted.sort_unstable();
+        assert_eq!(sorted, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
+        assert_eq!(stage.state(), RepeatState { repetition: 2, index: 3 });
+    }
+
+    #[test]
+    fn forever_over_nothing_fails_instead_of_looping() {
+        let mut stage = Repeat::forever(crate::FnStage::new(5, || Ok(None::<u8>)), 3);
+        let err = stage.next().unwrap_err();
+        assert!(matches!(err, Error::NothingToRepeat { worker: 3, len_worker: 5 }), "{err}");
+    }
+
+    #[test]
+    fn invalid_repetitions_are_refused() {
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            assert!(Repeat::times(leaf_stage(3), bad, 0).is_err());
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! The leaf stage: a worker's slice order (energon-reader's [`LeafIter`]) joined with a sample
+//! reader.
+
+use energon_reader::leaf::{LeafIter, LeafState};
+
+use crate::{
+    error::Result,
+    restore_key::RestoreKey,
+    stage::{Keyed, Stage},
+};
+
+/// Reads the samples of one worker in the leaf's order (the reference's
+/// `WebdatasetSampleLoaderDataset`): each index from the [`LeafIter`] goes to `read`; a sample that
+/// `read` reports as excluded (`Ok(None)`) is skipped, but still counts as read, as in the
+/// reference. Items carry the key `("Webdataset", index)`.
+pub struct LeafSource<R> {
+    leaf: LeafIter,
+    read: R,
+}
+
+impl<R> LeafSource<R> {
+    /// A leaf stage over `leaf` reading with `read`.
+    pub fn new(leaf: LeafIter, read: R) -> Self {
+        LeafSource { leaf, read }
+    }
+
+    /// The slice iteration.
+    pub fn leaf(&self) -> &LeafIter {
+        &self.leaf
+    }
+
+    /// The savable progress (the reading function has none).
+    pub fn state(&self) -> LeafState {
+        self.leaf.state()
+    }
+}
+
+impl<R> std::fmt::Debug for LeafSource<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeafSource").field("leaf", &self.leaf).finish_non_exhaustive()
+    }
+}
+
+impl<T, R> Stage for LeafSource<R>
+where
+    R: FnMut(u64) -> Result<Option<T>> + Send,
+{
+    type Item = Keyed<T>;
+
+    fn next(&mut self) -> Result<Option<Keyed<T>>> {
+        while let Some(index) = self.leaf.next_index()? {
+            if let Some(value) = (self.read)(index)? {
+                return Ok(Some(Keyed { restore_key: RestoreKey::leaf(index), value }));
+            }
+        }
+        Ok(None)
+    }
+
+    fn len_worker(&self) -> u64 {
+        self.leaf.len_worker()
+    }
+}

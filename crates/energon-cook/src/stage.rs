@@ -1,0 +1,84 @@
+//! The stage abstraction: one step of a worker's pipeline, pulled one item at a time.
+//!
+//! A stage is the reference's re-iterable dataset turned into an explicit state machine:
+//! [`Stage::next`] returns the next item of the current pass, `None` once at the end of a pass, and
+//! the call after that starts the next pass (as calling `iter()` again on the reference's dataset
+//! does). All progress lives in the stage, so a consumer that stops pulling and comes back later
+//! continues where it stopped; nothing depends on a Python generator's hidden frame.
+
+use crate::{error::Result, restore_key::RestoreKey};
+
+/// One step of a per-worker pipeline.
+pub trait Stage: Send {
+    /// What the stage yields.
+    type Item;
+
+    /// The next item of the current pass, or `None` at the end of the pass (the following call
+    /// starts the next pass).
+    fn next(&mut self) -> Result<Option<Self::Item>>;
+
+    /// The number of samples this worker's leaf holds (the reference's `len_worker`), which a
+    /// fractional repetition needs to know where to cut.
+    fn len_worker(&self) -> u64;
+}
+
+impl<S: Stage + ?Sized> Stage for Box<S> {
+    type Item = S::Item;
+
+    fn next(&mut self) -> Result<Option<Self::Item>> {
+        (**self).next()
+    }
+
+    fn len_worker(&self) -> u64 {
+        (**self).len_worker()
+    }
+}
+
+/// An item with the key that identifies it (the reference keeps it in the sample's
+/// `__restore_key__` field; here the envelope carries it, so stages need not know what an item
+/// is).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Keyed<T> {
+    /// Where the item came from.
+    pub restore_key: RestoreKey,
+    /// The item.
+    pub value: T,
+}
+
+impl<T> Keyed<T> {
+    /// Applies `f` to the value, keeping the key.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Keyed<U> {
+        Keyed { restore_key: self.restore_key, value: f(self.value) }
+    }
+}
+
+/// A stage made of a closure, for tests and ad-hoc sources: `next` and a fixed `len_worker`.
+pub struct FnStage<F> {
+    next: F,
+    len_worker: u64,
+}
+
+impl<F> FnStage<F> {
+    /// A stage that calls `next` for each item and reports `len_worker` samples.
+    pub fn new(len_worker: u64, next: F) -> Self {
+        FnStage { next, len_worker }
+    }
+}
+
+impl<F> std::fmt::Debug for FnStage<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FnStage").field("len_worker", &self.len_worker).finish_non_exhaustive()
+    }
+}
+
+impl<T, F: FnMut() -> Result<Option<T>> + Send> Stage for FnStage<F> {
+    type Item = T;
+
+    fn next(&mut self) -> Result<Option<T>> {
+        (self.next)()
+    }
+
+    fn len_worker(&self) -> u64 {
+        self.len_worker
+    }
+}
