@@ -22,6 +22,7 @@
 #![deny(missing_docs)]
 
 mod dataset;
+pub mod decode;
 mod error;
 mod jsonl;
 pub mod leaf;
@@ -30,6 +31,7 @@ mod raw;
 mod webdataset;
 
 pub use dataset::Dataset;
+pub use decode::{Decoded, Decoder, ImageDecode, Tensor};
 pub use error::{Error, Result, SampleAt};
 pub use jsonl::{JSONL_PART, JsonlDataset};
 pub use raw::{Part, PartFilter, RESTORE_KEY_KIND, RawSample, SourceInfo};

@@ -1,0 +1,260 @@
+//! Decoding parts by their extension, as the reference's default sample decoder does.
+//!
+//! The handler chain, per part (the part name is the member name after the key, e.g. `jpg` or
+//! `seg.png`; "extension" is its last dot-separated component):
+//!
+//! 1. a name ending in `.gz` is gunzipped and decoded as the name without `.gz`;
+//! 2. images (`jpg jpeg png webp gif bmp tif tiff ...`, case-insensitive) → [`Decoded::Image`]
+//!    in the layout of [`ImageDecode`];
+//! 3. audio (`wav flac mp3 ogg`) → [`Decoded::Audio`] (`f32` PCM and sample rate); video
+//!    (`mp4 avi mov webm mkv flv`) → [`Decoded::Video`], the raw bytes (see [`Video`]);
+//! 4. `txt text transcript` → [`Decoded::Text`]; `cls cls2 index inx id` → [`Decoded::Int`];
+//!    `json jsn` → [`Decoded::Json`]; `npy` → [`Decoded::Tensor`] (case-sensitive);
+//! 5. anything else (including Python-only formats: `pyd pickle pth ten mp msg npz cbor`) →
+//!    [`Decoded::Bytes`].
+//!
+//! With [`Decoder::guess_content`], steps 2 and 3 look at the content's magic bytes instead of
+//! the name when the content is recognized.
+
+mod audio;
+mod image;
+mod npy;
+mod sniff;
+mod tensor;
+#[cfg(test)]
+mod tests;
+
+use std::{fmt, io::Read};
+
+use bytes::Bytes;
+use serde_json::Value;
+
+pub use self::{
+    audio::Audio,
+    image::ImageDecode,
+    tensor::{Tensor, TensorData},
+};
+
+/// Image extensions (compared lower-cased), as the reference's image handler lists them.
+pub const IMAGE_EXTENSIONS: &[&str] = &[
+    "jpg", "jpeg", "png", "webp", "gif", "bmp", "tif", "tiff", "jp2", "j2k", "jpx", "ppm", "pgm",
+    "pbm", "pnm",
+];
+/// Audio extensions, decoded to PCM.
+pub const AUDIO_EXTENSIONS: &[&str] = &["wav", "flac", "mp3", "ogg"];
+/// Video extensions, kept as raw bytes.
+pub const VIDEO_EXTENSIONS: &[&str] = &["mp4", "avi", "mov", "webm", "mkv", "flv"];
+
+/// A decoded part.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Decoded {
+    /// An image, in the layout the decoder's [`ImageDecode`] asks for.
+    Image(Tensor),
+    /// UTF-8 text.
+    Text(String),
+    /// Parsed JSON (object key order kept).
+    Json(Value),
+    /// An integer (class labels).
+    Int(i64),
+    /// A numpy array.
+    Tensor(Tensor),
+    /// Decoded audio.
+    Audio(Audio),
+    /// A video, not decoded.
+    Video(Video),
+    /// Undecoded bytes (a zero-copy slice of the shard).
+    Bytes(Bytes),
+}
+
+impl Decoded {
+    /// A short description for listings: `image Tensor(shape=[32, 32, 3], dtype=uint8)`,
+    /// `text (21 chars)`, ...
+    pub fn summary(&self) -> String {
+        match self {
+            Decoded::Image(t) => format!("image {t}"),
+            Decoded::Text(s) => format!("text ({} chars)", s.chars().count()),
+            Decoded::Json(v) => format!("json {}", json_kind(v)),
+            Decoded::Int(i) => format!("int {i}"),
+            Decoded::Tensor(t) => format!("array {t}"),
+            Decoded::Audio(a) => format!(
+                "audio {} channels x {} samples at {} Hz ({:.2} s)",
+                a.channels(),
+                a.frames(),
+                a.sample_rate,
+                a.duration()
+            ),
+            Decoded::Video(v) => {
+                format!("video {} ({} bytes, not decoded)", v.format, v.data.len())
+            }
+            Decoded::Bytes(b) => format!("bytes ({} bytes)", b.len()),
+        }
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "list",
+        Value::Object(_) => "object",
+    }
+}
+
+/// A video part. energon-rs does not decode video yet: the bytes are kept as they are in the
+/// shard (no copy), for the caller to hand to a video library.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Video {
+    /// The container extension (`mp4`, `mkv`, ...).
+    pub format: String,
+    /// The undecoded file.
+    pub data: Bytes,
+}
+
+impl Video {
+    /// Why the frames are not available.
+    pub const NOT_DECODED: &'static str = "video decoding is not supported by energon-rs yet; \
+        the part is kept as raw bytes (Video::data) for a video library to decode";
+}
+
+impl fmt::Display for Video {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} video, {} bytes ({})", self.format, self.data.len(), Self::NOT_DECODED)
+    }
+}
+
+/// What to do with audio and video parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AvDecode {
+    /// Decode audio to PCM; keep video as [`Decoded::Video`].
+    #[default]
+    Decode,
+    /// Keep audio and video as [`Decoded::Video`] / [`Decoded::Bytes`]-like raw parts.
+    Raw,
+}
+
+/// Decodes parts by name (the reference's `SampleDecoder`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Decoder {
+    /// How images are decoded.
+    pub image: ImageDecode,
+    /// How audio and video are decoded.
+    pub av: AvDecode,
+    /// Recognize images, audio and video by their content rather than their name.
+    pub guess_content: bool,
+}
+
+/// What kind of value a part name decodes to (without decoding it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PartKind {
+    /// An image extension.
+    Image,
+    /// An audio extension.
+    Audio,
+    /// A video extension.
+    Video,
+    /// A text extension.
+    Text,
+    /// A class-label extension.
+    Int,
+    /// A JSON extension.
+    Json,
+    /// `npy`.
+    Npy,
+    /// Anything else: raw bytes.
+    Bytes,
+}
+
+impl PartKind {
+    /// The kind of a part name (after removing a `.gz` suffix), by its last extension.
+    pub fn of(part: &str) -> PartKind {
+        let part = part.strip_suffix(".gz").unwrap_or(part);
+        let ext = part.rsplit('.').next().unwrap_or(part);
+        let lower = ext.to_ascii_lowercase();
+        if IMAGE_EXTENSIONS.contains(&lower.as_str()) {
+            return PartKind::Image;
+        }
+        if AUDIO_EXTENSIONS.contains(&ext) {
+            return PartKind::Audio;
+        }
+        if VIDEO_EXTENSIONS.contains(&ext) {
+            return PartKind::Video;
+        }
+        match ext {
+            "txt" | "text" | "transcript" => PartKind::Text,
+            "cls" | "cls2" | "index" | "inx" | "id" => PartKind::Int,
+            "json" | "jsn" => PartKind::Json,
+            "npy" => PartKind::Npy,
+            _ => PartKind::Bytes,
+        }
+    }
+}
+
+impl Decoder {
+    /// Decodes part `part` (its name, such as `jpg` or `seg.png`). Errors are a reason only; the
+    /// caller adds where the part lies.
+    pub fn decode(&self, part: &str, data: &Bytes) -> Result<Decoded, String> {
+        if let Some(inner) = part.strip_suffix(".gz") {
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(&data[..])
+                .read_to_end(&mut out)
+                .map_err(|e| format!("invalid gzip data: {e}"))?;
+            return self.decode(inner, &Bytes::from(out));
+        }
+        let mut kind = PartKind::of(part);
+        let ext = part.rsplit('.').next().unwrap_or(part);
+        let mut format = ext.to_ascii_lowercase();
+        if self.guess_content
+            && let Some((sniffed_kind, sniffed_ext)) = sniff::sniff(data)
+        {
+            kind = sniffed_kind;
+            sniffed_ext.clone_into(&mut format);
+        }
+        match kind {
+            PartKind::Image if self.image == ImageDecode::Raw => Ok(Decoded::Bytes(data.clone())),
+            PartKind::Image => image::decode_image(data, self.image).map(Decoded::Image),
+            PartKind::Audio if self.av == AvDecode::Decode => {
+                audio::decode_audio(data, &format).map(Decoded::Audio)
+            }
+            PartKind::Audio | PartKind::Video => {
+                Ok(Decoded::Video(Video { format, data: data.clone() }))
+            }
+            PartKind::Text => std::str::from_utf8(data)
+                .map(|s| Decoded::Text(s.to_owned()))
+                .map_err(|e| format!("text is not valid UTF-8: {e}")),
+            PartKind::Int => parse_int(data).map(Decoded::Int),
+            PartKind::Json => serde_json::from_slice(data)
+                .map(Decoded::Json)
+                .map_err(|e| format!("invalid JSON: {e}")),
+            PartKind::Npy => npy::decode_npy(data).map(Decoded::Tensor),
+            PartKind::Bytes => Ok(Decoded::Bytes(data.clone())),
+        }
+    }
+}
+
+/// Python's `int(bytes)`: surrounding ASCII whitespace, an optional sign, decimal digits with
+/// single underscores between them.
+fn parse_int(data: &[u8]) -> Result<i64, String> {
+    let bad =
+        || format!("not an integer: {:?}", String::from_utf8_lossy(&data[..data.len().min(40)]));
+    let text = std::str::from_utf8(data).map_err(|_| bad())?.trim_ascii();
+    let (negative, digits) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let valid = !digits.is_empty()
+        && !digits.starts_with('_')
+        && !digits.ends_with('_')
+        && !digits.contains("__")
+        && digits.bytes().all(|b| b.is_ascii_digit() || b == b'_');
+    if !valid {
+        return Err(bad());
+    }
+    let magnitude: i128 = digits.replace('_', "").parse().map_err(|_| bad())?;
+    let value = if negative { -magnitude } else { magnitude };
+    i64::try_from(value).map_err(|_| format!("integer {value} does not fit in 64 bits"))
+}

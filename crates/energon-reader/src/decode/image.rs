@@ -1,0 +1,177 @@
+//! Image parts: decoded with the `image` crate into the layouts the reference's decoder offers.
+
+use std::{fmt, str::FromStr};
+
+use image::DynamicImage;
+
+use super::tensor::{Tensor, TensorData};
+
+/// How image parts are decoded (the reference's `image_decode` names).
+///
+/// The reference defaults to `torchrgb` (float CHW in `[0, 1]`); energon-rs defaults to
+/// [`ImageDecode::Rgb8`] (`u8` HWC), the natural form for Rust and numpy consumers; ask for
+/// [`ImageDecode::TorchRgb`] to get the reference's form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ImageDecode {
+    /// `l8`: `u8` HW grayscale.
+    L8,
+    /// `rgb8`: `u8` HWC RGB.
+    #[default]
+    Rgb8,
+    /// `rgba8`: `u8` HWC RGBA.
+    Rgba8,
+    /// `l`: `f32` HW grayscale in `[0, 1]`.
+    L,
+    /// `rgb`: `f32` HWC RGB in `[0, 1]`.
+    Rgb,
+    /// `rgba`: `f32` HWC RGBA in `[0, 1]`.
+    Rgba,
+    /// `torchl8`: `u8` 1HW grayscale.
+    TorchL8,
+    /// `torchrgb8`: `u8` CHW RGB.
+    TorchRgb8,
+    /// `torchrgba8`: `u8` CHW RGBA.
+    TorchRgba8,
+    /// `torchl`: `f32` 1HW grayscale in `[0, 1]`.
+    TorchL,
+    /// `torchrgb` (also `torch`): `f32` CHW RGB in `[0, 1]`, the reference's default.
+    TorchRgb,
+    /// `torchrgba`: `f32` CHW RGBA in `[0, 1]`.
+    TorchRgba,
+    /// Images are not decoded: parts stay raw bytes.
+    Raw,
+}
+
+impl ImageDecode {
+    /// Every mode with its name, in the order of the reference's documentation.
+    pub const ALL: [(&'static str, ImageDecode); 13] = [
+        ("l8", ImageDecode::L8),
+        ("rgb8", ImageDecode::Rgb8),
+        ("rgba8", ImageDecode::Rgba8),
+        ("l", ImageDecode::L),
+        ("rgb", ImageDecode::Rgb),
+        ("rgba", ImageDecode::Rgba),
+        ("torchl8", ImageDecode::TorchL8),
+        ("torchrgb8", ImageDecode::TorchRgb8),
+        ("torchrgba8", ImageDecode::TorchRgba8),
+        ("torchl", ImageDecode::TorchL),
+        ("torchrgb", ImageDecode::TorchRgb),
+        ("torchrgba", ImageDecode::TorchRgba),
+        ("raw", ImageDecode::Raw),
+    ];
+
+    /// The mode's name (`rgb8`, `torchrgb`, ...).
+    pub fn name(self) -> &'static str {
+        Self::ALL.iter().find(|(_, m)| *m == self).map_or("raw", |(n, _)| n)
+    }
+
+    /// (channels, float, channels first), or `None` for [`ImageDecode::Raw`].
+    fn layout(self) -> Option<(usize, bool, bool)> {
+        use ImageDecode::*;
+        Some(match self {
+            L8 => (1, false, false),
+            Rgb8 => (3, false, false),
+            Rgba8 => (4, false, false),
+            L => (1, true, false),
+            Rgb => (3, true, false),
+            Rgba => (4, true, false),
+            TorchL8 => (1, false, true),
+            TorchRgb8 => (3, false, true),
+            TorchRgba8 => (4, false, true),
+            TorchL => (1, true, true),
+            TorchRgb => (3, true, true),
+            TorchRgba => (4, true, true),
+            Raw => return None,
+        })
+    }
+}
+
+impl fmt::Display for ImageDecode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ImageDecode {
+    type Err = String;
+
+    /// Parses a reference mode name; `torch` is `torchrgb`. The PIL modes (`pil`, `pilrgb`, ...)
+    /// have no Rust equivalent and are rejected.
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "torch" {
+            return Ok(ImageDecode::TorchRgb);
+        }
+        Self::ALL.iter().find(|(n, _)| *n == s).map(|(_, m)| *m).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|(n, _)| *n).collect();
+            format!("unknown image decode mode {s:?} (one of {})", names.join(", "))
+        })
+    }
+}
+
+/// Decodes an image (whatever its extension says, the format is found from the content, as PIL
+/// does) into the layout of `mode`. `mode` must not be [`ImageDecode::Raw`].
+pub(crate) fn decode_image(data: &[u8], mode: ImageDecode) -> Result<Tensor, String> {
+    let Some((channels, float, chw)) = mode.layout() else {
+        return Err("images are not decoded in raw mode".to_owned());
+    };
+    let format = image::guess_format(data)
+        .map_err(|_| "not an image in a format energon-rs decodes".to_owned())?;
+    let img = image::load_from_memory_with_format(data, format)
+        .map_err(|e| format!("invalid {} image: {e}", format.extensions_str()[0]))?;
+    let (width, height) = (img.width() as usize, img.height() as usize);
+    let hwc = match channels {
+        1 => to_pil_luma(img),
+        3 => img.into_rgb8().into_raw(),
+        _ => img.into_rgba8().into_raw(),
+    };
+    // Grayscale HWC is 2-D, as numpy sees a PIL `L` image.
+    let hwc_shape = if channels == 1 { vec![height, width] } else { vec![height, width, channels] };
+    let (shape, data) = match (chw, float) {
+        (false, false) => (hwc_shape, TensorData::U8(hwc)),
+        (false, true) => (hwc_shape, TensorData::F32(hwc.iter().map(|&v| unit(v)).collect())),
+        (true, false) => (vec![channels, height, width], TensorData::U8(to_chw(&hwc, channels))),
+        (true, true) => {
+            let chw = to_chw(&hwc, channels);
+            (vec![channels, height, width], TensorData::F32(chw.iter().map(|&v| unit(v)).collect()))
+        }
+    };
+    Ok(Tensor { shape, data })
+}
+
+fn unit(v: u8) -> f32 {
+    f32::from(v) / 255.0
+}
+
+/// Grayscale as PIL's `convert("L")` computes it from RGB (ITU-R 601-2 luma in 16-bit fixed
+/// point); gray images keep their values.
+fn to_pil_luma(img: DynamicImage) -> Vec<u8> {
+    match img {
+        DynamicImage::ImageLuma8(gray) => gray.into_raw(),
+        DynamicImage::ImageLumaA8(gray) => gray.into_raw().chunks_exact(2).map(|p| p[0]).collect(),
+        other => other
+            .into_rgb8()
+            .into_raw()
+            .chunks_exact(3)
+            .map(|p| {
+                let l = u32::from(p[0]) * 19595 + u32::from(p[1]) * 38470 + u32::from(p[2]) * 7471;
+                ((l + 0x8000) >> 16) as u8
+            })
+            .collect(),
+    }
+}
+
+/// HWC → CHW.
+fn to_chw(hwc: &[u8], channels: usize) -> Vec<u8> {
+    if channels == 1 {
+        return hwc.to_vec();
+    }
+    let n_pixels = hwc.len() / channels;
+    let mut res = vec![0u8; hwc.len()];
+    for (i, pixel) in hwc.chunks_exact(channels).enumerate() {
+        for (c, &v) in pixel.iter().enumerate() {
+            res[c * n_pixels + i] = v;
+        }
+    }
+    res
+}
