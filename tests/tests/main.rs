@@ -1,4 +1,5 @@
 //! Cross-crate integration tests.
 #![allow(clippy::unwrap_used)]
 
+mod loader_golden;
 mod tidy;

@@ -4,9 +4,11 @@
 //! without relearning. This is the only crate that prints.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod benchmark;
 mod info;
 mod prepare;
 mod prompt;
+mod trace;
 
 use std::process::ExitCode;
 
@@ -27,6 +29,10 @@ enum Command {
     Prepare(prepare::PrepareArgs),
     /// Print a summary of a prepared dataset.
     Info(info::InfoArgs),
+    /// Print the sample keys this rank's loader yields, in order.
+    Trace(trace::TraceArgs),
+    /// Measure how fast this rank's loader delivers samples.
+    Benchmark(benchmark::BenchmarkArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +41,8 @@ fn main() -> ExitCode {
     let res = match cli.command {
         Command::Prepare(args) => prepare::run(args),
         Command::Info(args) => info::run(args),
+        Command::Trace(args) => trace::run(args),
+        Command::Benchmark(args) => benchmark::run(args),
     };
     match res {
         Ok(code) => code,

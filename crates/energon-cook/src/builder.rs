@@ -1,9 +1,9 @@
 //! Assembling the per-worker pipelines of one dataset and the loader over them (the reference's
 //! `get_train_dataset` / `get_val_dataset` followed by `get_loader`).
 
-use std::{num::NonZeroUsize, sync::Arc};
+use std::{num::NonZeroUsize, path::Path, sync::Arc};
 
-use energon_dist::{WorkerConfig, shard_workers};
+use energon_dist::{WorkerConfig, WorkerSlices, shard_workers};
 use energon_reader::{
     Dataset, RawSample,
     leaf::{LeafConfig, LeafIter, SliceOrder},
@@ -19,6 +19,32 @@ use crate::{
     source::LeafSource,
     stage::{Keyed, Stage},
 };
+
+/// What a loader reads from: a dataset's shards and random access to its samples.
+///
+/// Implemented for energon-reader's [`Dataset`]; tests implement it over synthetic samples.
+pub trait SampleSource: Send + Sync {
+    /// The dataset path, for messages.
+    fn path(&self) -> &Path;
+    /// Sample counts per shard in split order (one virtual shard for JSONL).
+    fn shard_counts(&self) -> Vec<u64>;
+    /// Sample `index`; `Ok(None)` for an excluded sample.
+    fn read(&self, index: u64) -> energon_reader::Result<Option<RawSample>>;
+}
+
+impl SampleSource for Dataset {
+    fn path(&self) -> &Path {
+        Dataset::path(self)
+    }
+
+    fn shard_counts(&self) -> Vec<u64> {
+        Dataset::shard_counts(self)
+    }
+
+    fn read(&self, index: u64) -> energon_reader::Result<Option<RawSample>> {
+        Dataset::read(self, index)
+    }
+}
 
 /// A function applied to each item by a map stage; `Ok(None)` skips the item.
 pub type MapFn<A, B> = Arc<dyn Fn(A) -> Result<Option<B>> + Send + Sync>;
@@ -60,7 +86,7 @@ pub type BoxStage<T> = Box<dyn Stage<Item = Keyed<T>>>;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct LoaderBuilder<T> {
-    dataset: Arc<Dataset>,
+    dataset: Arc<dyn SampleSource>,
     worker_config: WorkerConfig,
     load: MapFn<RawSample, T>,
     cook: Option<MapFn<T, T>>,
@@ -78,8 +104,9 @@ pub struct LoaderBuilder<T> {
 impl<T: Send + 'static> LoaderBuilder<T> {
     /// A training loader over `dataset` for `worker_config`'s rank, turning each raw sample into
     /// a `T` with `load` (`Ok(None)` skips the sample).
-    pub fn new<L>(dataset: Arc<Dataset>, worker_config: WorkerConfig, load: L) -> Self
+    pub fn new<D, L>(dataset: Arc<D>, worker_config: WorkerConfig, load: L) -> Self
     where
+        D: SampleSource + 'static,
         L: Fn(RawSample) -> Result<Option<T>> + Send + Sync + 'static,
     {
         LoaderBuilder {
@@ -190,13 +217,19 @@ impl<T: Send + 'static> LoaderBuilder<T> {
         Ok(LeafConfig { order, parallel_slice_iters })
     }
 
+    /// The slices of every local worker of this rank.
+    pub fn worker_slices(&self) -> Result<Vec<WorkerSlices>> {
+        let counts = self.dataset.shard_counts();
+        let msps = self.max_samples_per_sequence;
+        Ok(shard_workers(&counts, None, &self.worker_config, 0, msps)?)
+    }
+
     /// The pipelines of every local worker up to the encode stage (samples, not batched), without
     /// a loader; pipeline `w` is local worker `w`'s.
     pub fn build_sample_pipelines(&self) -> Result<Vec<BoxStage<T>>> {
         let leaf_config = self.leaf_config()?;
-        let counts = self.dataset.shard_counts();
         let cfg = &self.worker_config;
-        let workers = shard_workers(&counts, None, cfg, 0, self.max_samples_per_sequence)?;
+        let workers = self.worker_slices()?;
         let mut res = Vec::with_capacity(workers.len());
         for (worker, slices) in workers.into_iter().enumerate() {
             if self.training && slices.n_samples() == 0 {

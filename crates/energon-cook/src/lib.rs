@@ -59,7 +59,7 @@ pub mod state;
 
 pub use crate::{
     batch::{Batch, Batcher},
-    builder::{BoxStage, LoaderBuilder, MapFn},
+    builder::{BoxStage, LoaderBuilder, MapFn, SampleSource},
     error::{Error, Result},
     loader::{Loaded, Loader, LoaderConfig},
     map::Map,
