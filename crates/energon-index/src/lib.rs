@@ -10,6 +10,7 @@
 //! - [`split`]: `.nv-meta/split.yaml` / `split.json`, brace expansion and collapse.
 //! - [`dataset_config`]: the `.nv-meta/dataset.yaml` file.
 //! - [`sqlite`]: `.nv-meta/index.sqlite` and `.nv-meta/index.uuid`.
+//! - [`media`]: the media metadata tables of `index.sqlite` (`prepare-media`).
 //! - [`prepare`]: the `energon prepare` pipeline that produces all of the above.
 #![deny(missing_docs)]
 
@@ -19,6 +20,7 @@ mod error;
 pub mod fsutil;
 pub mod info;
 pub mod jsonl_idx;
+pub mod media;
 pub mod prepare;
 pub mod shard;
 pub mod split;

@@ -15,7 +15,7 @@
 mod dump;
 mod index_uuid;
 mod reader;
-mod schema;
+pub(crate) mod schema;
 mod writer;
 
 #[cfg(test)]

@@ -50,12 +50,12 @@ pub(super) const RESET_SAMPLE_TABLES: &str = "\
     DROP TABLE IF EXISTS sample_parts;";
 
 /// Name of the media metadata table.
-pub(super) const MEDIA_METADATA: &str = "media_metadata";
+pub(crate) const MEDIA_METADATA: &str = "media_metadata";
 /// Name of the media filter table.
-pub(super) const MEDIA_FILTERS: &str = "media_filters";
+pub(crate) const MEDIA_FILTERS: &str = "media_filters";
 
 /// `media_metadata`: one row per media entry (`<key>.<part>` or a relative file path).
-pub(super) const MEDIA_METADATA_DDL: &str = concat!(
+pub(crate) const MEDIA_METADATA_DDL: &str = concat!(
     "CREATE TABLE media_metadata (\n",
     "                    entry_key TEXT PRIMARY KEY,\n",
     "                    metadata_type TEXT NOT NULL,\n",
@@ -65,7 +65,7 @@ pub(super) const MEDIA_METADATA_DDL: &str = concat!(
 
 /// `media_filters`: one row per media filter ever used on the dataset. `AUTOINCREMENT` makes
 /// SQLite add its `sqlite_sequence` table.
-pub(super) const MEDIA_FILTERS_DDL: &str = concat!(
+pub(crate) const MEDIA_FILTERS_DDL: &str = concat!(
     "CREATE TABLE media_filters (\n",
     "                    filter_id INTEGER PRIMARY KEY AUTOINCREMENT,\n",
     "                    strategy TEXT NOT NULL,\n",
@@ -102,7 +102,7 @@ pub(super) fn readonly_uri(path: &Path, immutable: bool) -> String {
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
 /// Whether the database has a table (not a view or index) of this name.
-pub(super) fn table_exists(conn: &Connection, schema: &str, name: &str) -> rusqlite::Result<bool> {
+pub(crate) fn table_exists(conn: &Connection, schema: &str, name: &str) -> rusqlite::Result<bool> {
     let sql = format!("SELECT 1 FROM {schema}.sqlite_master WHERE type = 'table' AND name = ?1");
     Ok(conn.query_row(&sql, [name], |_| Ok(())).optional()?.is_some())
 }
