@@ -24,10 +24,13 @@
 mod dataset;
 pub mod decode;
 mod error;
+mod field_map;
 mod jsonl;
 pub mod leaf;
 mod mapped;
 mod raw;
+mod reader;
+pub mod sample;
 mod webdataset;
 
 pub use dataset::Dataset;
@@ -35,4 +38,6 @@ pub use decode::{Decoded, Decoder, ImageDecode, Tensor};
 pub use error::{Error, Result, SampleAt};
 pub use jsonl::{JSONL_PART, JsonlDataset};
 pub use raw::{Part, PartFilter, RESTORE_KEY_KIND, RawSample, SourceInfo};
+pub use reader::{ReaderOptions, SampleReader};
+pub use sample::{CrudeSample, Sample, SampleMeta};
 pub use webdataset::{OpenOptions, WebDataset};

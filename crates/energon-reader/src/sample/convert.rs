@@ -1,0 +1,209 @@
+//! Conversions between decoded part values and the typed fields of samples.
+
+use serde_json::Value;
+
+use crate::decode::{Decoded, Tensor, Video};
+
+/// A typed field that a field map can fill from a decoded value.
+pub trait FromDecoded: Sized {
+    /// Converts, or says what was expected.
+    fn from_decoded(value: Decoded) -> Result<Self, String>;
+}
+
+/// A borrowed view of a field value, for generic consumers (preview, Python bindings).
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum FieldValue<'a> {
+    /// An optional field left empty (`None`).
+    None,
+    /// A tensor (an image or an array).
+    Tensor(&'a Tensor),
+    /// A string.
+    Text(&'a str),
+    /// An integer.
+    Int(i64),
+    /// A list of strings.
+    Texts(&'a [String]),
+    /// A list of integers.
+    Ints(&'a [i64]),
+    /// A list of tensors.
+    Tensors(&'a [Tensor]),
+    /// A video.
+    Video(&'a Video),
+    /// Any decoded value.
+    Decoded(&'a Decoded),
+    /// A list of decoded values.
+    List(&'a [Decoded]),
+}
+
+/// Borrowing a typed field as a [`FieldValue`].
+pub trait IntoFieldValue {
+    /// The view.
+    fn view(&self) -> FieldValue<'_>;
+}
+
+impl IntoFieldValue for Tensor {
+    fn view(&self) -> FieldValue<'_> {
+        FieldValue::Tensor(self)
+    }
+}
+
+impl IntoFieldValue for String {
+    fn view(&self) -> FieldValue<'_> {
+        FieldValue::Text(self)
+    }
+}
+
+impl IntoFieldValue for i64 {
+    fn view(&self) -> FieldValue<'_> {
+        FieldValue::Int(*self)
+    }
+}
+
+impl IntoFieldValue for Vec<String> {
+    fn view(&self) -> FieldValue<'_> {
+        FieldValue::Texts(self)
+    }
+}
+
+impl IntoFieldValue for Vec<i64> {
+    fn view(&self) -> FieldValue<'_> {
+        FieldValue::Ints(self)
+    }
+}
+
+impl IntoFieldValue for Vec<Tensor> {
+    fn view(&self) -> FieldValue<'_> {
+        FieldValue::Tensors(self)
+    }
+}
+
+impl IntoFieldValue for Video {
+    fn view(&self) -> FieldValue<'_> {
+        FieldValue::Video(self)
+    }
+}
+
+impl IntoFieldValue for Decoded {
+    fn view(&self) -> FieldValue<'_> {
+        FieldValue::Decoded(self)
+    }
+}
+
+impl IntoFieldValue for Vec<Decoded> {
+    fn view(&self) -> FieldValue<'_> {
+        FieldValue::List(self)
+    }
+}
+
+impl<T: IntoFieldValue> IntoFieldValue for Option<T> {
+    fn view(&self) -> FieldValue<'_> {
+        self.as_ref().map_or(FieldValue::None, IntoFieldValue::view)
+    }
+}
+
+fn what(value: &Decoded) -> String {
+    match value {
+        Decoded::Json(v) => format!("json {}", crate::decode::json_kind(v)),
+        other => other.summary(),
+    }
+}
+
+impl FromDecoded for Tensor {
+    fn from_decoded(value: Decoded) -> Result<Self, String> {
+        match value {
+            Decoded::Image(t) | Decoded::Tensor(t) => Ok(t),
+            other => Err(format!("expected an image or array, found {}", what(&other))),
+        }
+    }
+}
+
+impl FromDecoded for String {
+    fn from_decoded(value: Decoded) -> Result<Self, String> {
+        match value {
+            Decoded::Text(s) | Decoded::Json(Value::String(s)) => Ok(s),
+            other => Err(format!("expected a string, found {}", what(&other))),
+        }
+    }
+}
+
+impl FromDecoded for i64 {
+    fn from_decoded(value: Decoded) -> Result<Self, String> {
+        match value {
+            Decoded::Int(i) => Ok(i),
+            Decoded::Json(Value::Number(n)) if n.as_i64().is_some() => {
+                Ok(n.as_i64().expect("checked"))
+            }
+            other => Err(format!("expected an integer, found {}", what(&other))),
+        }
+    }
+}
+
+impl FromDecoded for Vec<String> {
+    fn from_decoded(value: Decoded) -> Result<Self, String> {
+        match value {
+            Decoded::Json(Value::Array(items)) => items
+                .into_iter()
+                .map(|item| match item {
+                    Value::String(s) => Ok(s),
+                    other => Err(format!("expected a list of strings, found an item {other}")),
+                })
+                .collect(),
+            other => Err(format!("expected a list of strings, found {}", what(&other))),
+        }
+    }
+}
+
+impl FromDecoded for Vec<i64> {
+    fn from_decoded(value: Decoded) -> Result<Self, String> {
+        match value {
+            Decoded::Json(Value::Array(items)) => items
+                .into_iter()
+                .map(|item| {
+                    item.as_i64()
+                        .ok_or_else(|| format!("expected a list of integers, found an item {item}"))
+                })
+                .collect(),
+            other => Err(format!("expected a list of integers, found {}", what(&other))),
+        }
+    }
+}
+
+impl FromDecoded for Vec<Tensor> {
+    fn from_decoded(value: Decoded) -> Result<Self, String> {
+        match value {
+            Decoded::Image(t) | Decoded::Tensor(t) => Ok(vec![t]),
+            other => Err(format!("expected images or arrays, found {}", what(&other))),
+        }
+    }
+}
+
+impl FromDecoded for Video {
+    fn from_decoded(value: Decoded) -> Result<Self, String> {
+        match value {
+            Decoded::Video(v) => Ok(v),
+            other => Err(format!("expected a video, found {}", what(&other))),
+        }
+    }
+}
+
+impl FromDecoded for Decoded {
+    fn from_decoded(value: Decoded) -> Result<Self, String> {
+        Ok(value)
+    }
+}
+
+impl FromDecoded for Vec<Decoded> {
+    fn from_decoded(value: Decoded) -> Result<Self, String> {
+        match value {
+            Decoded::Json(Value::Array(items)) => Ok(items
+                .into_iter()
+                .map(|item| match item {
+                    Value::String(s) => Decoded::Text(s),
+                    other => Decoded::Json(other),
+                })
+                .collect()),
+            other => Err(format!("expected a list, found {}", what(&other))),
+        }
+    }
+}
