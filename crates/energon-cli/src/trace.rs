@@ -160,24 +160,31 @@ pub(crate) fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         printed += 1;
         Ok(printed < limit)
     };
-    if limit > 0 {
-        if args.loader.batch_size == 0 {
-            for (batch, item) in builder.build_samples()?.enumerate() {
-                let Loaded { worker, value: Keyed { restore_key, value } } = item?;
-                let sample =
-                    Traced { worker, batch: batch as u64, key: &value, restore_key: &restore_key };
-                if !emit(sample)? {
-                    break;
-                }
+    // The loader is built (and its settings checked) even when nothing is to be printed.
+    if args.loader.batch_size == 0 {
+        let loader = builder.build_samples()?;
+        if limit == 0 {
+            return Ok(ExitCode::SUCCESS);
+        }
+        for (batch, item) in loader.enumerate() {
+            let Loaded { worker, value: Keyed { restore_key, value } } = item?;
+            let sample =
+                Traced { worker, batch: batch as u64, key: &value, restore_key: &restore_key };
+            if !emit(sample)? {
+                break;
             }
-        } else {
-            'batches: for (batch, item) in builder.build_batches()?.enumerate() {
-                let Loaded { worker, value: Keyed { value: Batch { samples }, .. } } = item?;
-                for Keyed { restore_key, value } in &samples {
-                    let sample = Traced { worker, batch: batch as u64, key: value, restore_key };
-                    if !emit(sample)? {
-                        break 'batches;
-                    }
+        }
+    } else {
+        let loader = builder.build_batches()?;
+        if limit == 0 {
+            return Ok(ExitCode::SUCCESS);
+        }
+        'batches: for (batch, item) in loader.enumerate() {
+            let Loaded { worker, value: Keyed { value: Batch { samples }, .. } } = item?;
+            for Keyed { restore_key, value } in &samples {
+                let sample = Traced { worker, batch: batch as u64, key: value, restore_key };
+                if !emit(sample)? {
+                    break 'batches;
                 }
             }
         }

@@ -2,4 +2,5 @@
 #![allow(clippy::unwrap_used)]
 
 mod prepare;
+mod trace;
 mod util;
