@@ -2,4 +2,5 @@
 #![allow(clippy::unwrap_used)]
 
 mod loader_golden;
+mod loader_props;
 mod tidy;
