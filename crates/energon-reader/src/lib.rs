@@ -25,6 +25,7 @@ mod dataset;
 pub mod decode;
 mod error;
 mod field_map;
+pub mod file_store;
 mod jsonl;
 pub mod leaf;
 mod mapped;
@@ -36,8 +37,12 @@ mod webdataset;
 pub use dataset::Dataset;
 pub use decode::{Decoded, Decoder, ImageDecode, Tensor};
 pub use error::{Error, Result, SampleAt};
+pub use file_store::{
+    DecodeFileStore, FileStore, JsonlFileStore, PrimaryFileStore, SystemFileStore,
+    WebdatasetFileStore,
+};
 pub use jsonl::{JSONL_PART, JsonlDataset};
-pub use raw::{Part, PartFilter, RESTORE_KEY_KIND, RawSample, SourceInfo};
+pub use raw::{Part, PartFilter, RESTORE_KEY_KIND, RawSample, SourceIndex, SourceInfo};
 pub use reader::{ReaderOptions, SampleReader};
 pub use sample::{CrudeSample, Sample, SampleMeta};
 pub use webdataset::{OpenOptions, WebDataset};

@@ -32,6 +32,15 @@ pub(crate) fn map_file(path: &Path) -> io::Result<Bytes> {
     Ok(Bytes::from_owner(map))
 }
 
+/// Reads a small file into memory, or maps a large one.
+pub(crate) fn read_or_map(path: &Path) -> io::Result<Bytes> {
+    if fs::metadata(path)?.len() <= READ_LIMIT {
+        Ok(Bytes::from(fs::read(path)?))
+    } else {
+        map_file(path)
+    }
+}
+
 /// A flat array of little-endian `u64` offsets (`.tar.idx`, `.jsonl.idx`), read or mapped.
 #[derive(Debug, Clone)]
 pub(crate) struct OffsetIndex {
@@ -41,9 +50,7 @@ pub(crate) struct OffsetIndex {
 impl OffsetIndex {
     /// Opens the index file; its size is not validated here (see [`OffsetIndex::n_entries`]).
     pub(crate) fn open(path: &Path) -> io::Result<Self> {
-        let len = fs::metadata(path)?.len();
-        let data = if len <= READ_LIMIT { Bytes::from(fs::read(path)?) } else { map_file(path)? };
-        Ok(OffsetIndex { data })
+        Ok(OffsetIndex { data: read_or_map(path)? })
     }
 
     /// Size of the file in bytes.

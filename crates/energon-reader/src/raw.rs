@@ -52,7 +52,7 @@ impl RawSample {
     pub fn source_info(&self) -> SourceInfo {
         SourceInfo {
             dataset_path: self.dataset.clone(),
-            index: self.index,
+            index: SourceIndex::Index(self.index),
             shard_name: self.shard.clone(),
             file_names: self.parts.iter().map(|p| format!("{}.{}", self.key, p.name)).collect(),
         }
@@ -64,13 +64,31 @@ impl RawSample {
 pub struct SourceInfo {
     /// The dataset root (the file, for JSONL).
     pub dataset_path: Arc<Path>,
-    /// The sample index: global in the split part for loader samples, in its shard for lookups
-    /// by key.
-    pub index: u64,
+    /// The global sample index in the split part for samples read by index; the name looked up
+    /// for files read from a file store.
+    pub index: SourceIndex,
     /// The shard name relative to the dataset root.
     pub shard_name: Arc<str>,
     /// The files read (`<key>.<part>` member names).
     pub file_names: Vec<String>,
+}
+
+/// The `index` of a [`SourceInfo`] (the reference's `Union[str, int]`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SourceIndex {
+    /// A sample index.
+    Index(u64),
+    /// A file name or key.
+    Name(String),
+}
+
+impl fmt::Display for SourceIndex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SourceIndex::Index(i) => write!(f, "{i}"),
+            SourceIndex::Name(n) => f.write_str(n),
+        }
+    }
 }
 
 /// Which parts of each sample are read; the others are never copied or decoded.

@@ -90,7 +90,7 @@ fn source_info_names_the_member_files() {
     let ds = open(&fixture());
     let source = ds.read(51).unwrap().unwrap().source_info();
     assert_eq!(&*source.shard_name, "shards/data-000001.tar");
-    assert_eq!(source.index, 51);
+    assert_eq!(source.index, crate::SourceIndex::Index(51));
     assert_eq!(source.file_names, ["00000051.jpg", "00000051.txt", "00000051.json"]);
     assert_eq!(&*source.dataset_path, fixture().as_path());
 }
