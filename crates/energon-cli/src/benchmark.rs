@@ -1,8 +1,8 @@
 //! `energon benchmark PATH`: how fast this rank's loader delivers samples.
 //!
-//! Runs the real loader with the `trace` settings (decoding images in the workers unless
-//! `--no-decode`) and reports samples/s, MB/s of sample data read, the time to the first batch
-//! and the process's peak resident memory.
+//! Runs the real loader with the `trace` settings, reading and decoding each sample as its
+//! `dataset.yaml` says (in the workers) unless `--no-decode`, and reports samples/s, MB/s of
+//! sample data read, the time to the first batch and the process's peak resident memory.
 
 use std::{
     fs,
@@ -14,9 +14,10 @@ use std::{
     time::Instant,
 };
 
+use anyhow::Context;
 use clap::Args;
-use energon_cook::{Batch, Keyed, Loaded};
-use energon_reader::RawSample;
+use energon_cook::{Batch, Keyed, Loaded, LoaderBuilder};
+use energon_reader::{Decoder, ImageDecode, RawSample, ReaderOptions, Sample, SampleReader};
 
 use crate::trace::LoaderArgs;
 
@@ -31,69 +32,65 @@ pub(crate) struct BenchmarkArgs {
     /// Keep parts as raw bytes (every page of them is still read).
     #[arg(long)]
     no_decode: bool,
+    /// How images are decoded (rgb8, torchrgb, torchrgb8, l8, ...).
+    #[arg(long, default_value = "rgb8")]
+    image_decode: String,
     /// Print one JSON line instead of a table.
     #[arg(long)]
     json: bool,
 }
 
-/// What the workers did to one sample, summed up across threads.
+/// What was measured.
 #[derive(Debug, Default)]
-struct Counters {
-    bytes: AtomicU64,
+struct Measured {
+    n_samples: u64,
+    n_items: u64,
+    total_s: f64,
+    first_batch_s: f64,
+    steady_samples_per_s: f64,
+    checksum: u64,
 }
 
 pub(crate) fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
-    let dataset = args.loader.open()?;
-    let counters = Arc::new(Counters::default());
-    let decode = !args.no_decode;
-    let load_counters = Arc::clone(&counters);
-    let load = move |raw: RawSample| {
+    let bytes_read = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&bytes_read);
+    let count = move |raw: &RawSample| {
         let bytes = raw.parts.iter().map(|p| p.data.len() as u64).sum::<u64>();
-        load_counters.bytes.fetch_add(bytes, Ordering::Relaxed);
-        let checksum = if decode { decode_sample(&raw)? } else { touch(&raw) };
-        Ok(Some(checksum))
+        counter.fetch_add(bytes, Ordering::Relaxed);
     };
-    let builder = args.loader.builder(dataset, load)?;
-    let mut n_samples = 0u64;
-    let mut n_items = 0u64;
-    let mut first: Option<(Instant, u64)> = None;
-    let mut checksum = 0u64;
-    let mut account = |len: u64, sum: u64| {
-        n_samples += len;
-        n_items += 1;
-        checksum = checksum.wrapping_add(sum);
-        if first.is_none() {
-            first = Some((Instant::now(), len));
-        }
-        n_samples < args.samples
-    };
-    if args.loader.batch_size == 0 {
-        for item in builder.build_samples()? {
-            let Loaded { value: Keyed { value, .. }, .. } = item?;
-            if !account(1, value) {
-                break;
-            }
-        }
+    let measured = if args.no_decode {
+        let dataset = args.loader.open()?;
+        let builder = args.loader.builder(dataset, move |raw: RawSample| {
+            count(&raw);
+            Ok(Some(touch(&raw)))
+        })?;
+        measure(&args, builder, start, |&sum| sum)?
     } else {
-        for item in builder.build_batches()? {
-            let Loaded { value: Keyed { value: Batch { samples }, .. }, .. } = item?;
-            let sum = samples.iter().fold(0u64, |acc, s| acc.wrapping_add(s.value));
-            if !account(samples.len() as u64, sum) {
-                break;
-            }
-        }
-    }
-    let end = Instant::now();
-    let total_s = end.duration_since(start).as_secs_f64();
-    let (first_at, first_len) = first.unwrap_or((end, 0));
-    let first_batch_s = first_at.duration_since(start).as_secs_f64();
-    let steady_s = end.duration_since(first_at).as_secs_f64();
-    let steady = if steady_s > 0.0 { (n_samples - first_len) as f64 / steady_s } else { 0.0 };
+        let image: ImageDecode = args.image_decode.parse().map_err(anyhow::Error::msg)?;
+        let options = ReaderOptions {
+            split_part: args.loader.split_part(),
+            decoder: Some(Decoder { image, ..Decoder::default() }),
+            ..ReaderOptions::default()
+        };
+        let reader = SampleReader::open(&args.loader.path, &options)
+            .with_context(|| format!("cannot open {}", args.loader.path.display()))?;
+        let reader = Arc::new(reader);
+        let dataset = Arc::clone(reader.dataset());
+        // Decoding happens here, on the worker threads.
+        let builder = args.loader.builder(dataset, move |raw: RawSample| {
+            count(&raw);
+            Ok(Some(reader.build(&raw)?))
+        })?;
+        measure(&args, builder, start, |sample: &Sample| sample.key().len() as u64)?
+    };
+    let Measured { n_samples, n_items, total_s, first_batch_s, .. } = measured;
     let overall = if total_s > 0.0 { n_samples as f64 / total_s } else { 0.0 };
-    let mb = counters.bytes.load(Ordering::Relaxed) as f64 / 1e6;
+    let steady = measured.steady_samples_per_s;
+    let mb = bytes_read.load(Ordering::Relaxed) as f64 / 1e6;
     let mb_per_s = if total_s > 0.0 { mb / total_s } else { 0.0 };
     let peak_rss_mb = peak_rss_mb();
+    let decode = (!args.no_decode).then_some(args.image_decode.as_str());
     if args.json {
         let line = serde_json::json!({
             "samples": n_samples,
@@ -108,7 +105,7 @@ pub(crate) fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
             "decode": decode,
             "num_workers": args.loader.num_workers,
             "batch_size": args.loader.batch_size,
-            "checksum": checksum,
+            "checksum": measured.checksum,
         });
         println!("{line}");
     } else {
@@ -122,6 +119,53 @@ pub(crate) fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Pulls samples (or batches) from the loader until `args.samples` samples have come out.
+fn measure<T: Send + 'static>(
+    args: &BenchmarkArgs,
+    builder: LoaderBuilder<T>,
+    start: Instant,
+    checksum_of: impl Fn(&T) -> u64,
+) -> anyhow::Result<Measured> {
+    let mut res = Measured::default();
+    let mut first: Option<(Instant, u64)> = None;
+    let mut account = |samples: &[&T]| {
+        res.n_samples += samples.len() as u64;
+        res.n_items += 1;
+        for sample in samples {
+            res.checksum = res.checksum.wrapping_add(checksum_of(sample));
+        }
+        if first.is_none() {
+            first = Some((Instant::now(), samples.len() as u64));
+        }
+        res.n_samples < args.samples
+    };
+    if args.loader.batch_size == 0 {
+        for item in builder.build_samples()? {
+            let Loaded { value: Keyed { value, .. }, .. } = item?;
+            if !account(&[&value]) {
+                break;
+            }
+        }
+    } else {
+        for item in builder.build_batches()? {
+            let Loaded { value: Keyed { value: Batch { samples }, .. }, .. } = item?;
+            let samples: Vec<&T> = samples.iter().map(|s| &s.value).collect();
+            if !account(&samples) {
+                break;
+            }
+        }
+    }
+    let end = Instant::now();
+    res.total_s = end.duration_since(start).as_secs_f64();
+    let (first_at, first_len) = first.unwrap_or((end, 0));
+    res.first_batch_s = first_at.duration_since(start).as_secs_f64();
+    let steady_s = end.duration_since(first_at).as_secs_f64();
+    if steady_s > 0.0 {
+        res.steady_samples_per_s = (res.n_samples - first_len) as f64 / steady_s;
+    }
+    Ok(res)
 }
 
 fn round1(x: f64) -> f64 {
@@ -138,12 +182,6 @@ fn touch(raw: &RawSample) -> u64 {
         let last = data.last().copied().map_or(0, u64::from);
         acc.wrapping_add(sum).wrapping_add(last)
     })
-}
-
-/// Decodes every part of the sample with the reader's default decoder and returns a checksum of
-/// the decoded sizes.
-fn decode_sample(raw: &RawSample) -> energon_cook::Result<u64> {
-    Ok(touch(raw))
 }
 
 /// Peak resident set size of this process in MB (`VmHWM` of `/proc/self/status`), where the

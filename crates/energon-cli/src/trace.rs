@@ -65,14 +65,18 @@ pub(crate) struct LoaderArgs {
 }
 
 impl LoaderArgs {
-    /// Opens the dataset.
-    pub(crate) fn open(&self) -> anyhow::Result<Arc<Dataset>> {
-        let split_part = match &self.split_part {
+    /// The split part: the one given, else `val` for validation and `train` for training.
+    pub(crate) fn split_part(&self) -> String {
+        match &self.split_part {
             Some(part) => part.clone(),
             None if self.val => "val".to_owned(),
             None => "train".to_owned(),
-        };
-        let options = OpenOptions { split_part, ..OpenOptions::default() };
+        }
+    }
+
+    /// Opens the dataset (raw samples, every part).
+    pub(crate) fn open(&self) -> anyhow::Result<Arc<Dataset>> {
+        let options = OpenOptions { split_part: self.split_part(), ..OpenOptions::default() };
         let dataset = Dataset::open(&self.path, &options)
             .with_context(|| format!("cannot open {}", self.path.display()))?;
         Ok(Arc::new(dataset))
