@@ -149,6 +149,24 @@ impl fmt::Display for SampleAt {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Where in the dataset the error lies, for errors about one sample or part.
+    pub fn sample_at(&self) -> Option<&SampleAt> {
+        match self {
+            Error::CorruptSample { at, .. }
+            | Error::Decode { at, .. }
+            | Error::Field { at, .. } => Some(at),
+            _ => None,
+        }
+    }
+
+    /// The shard the error is about, if it is about one.
+    pub fn shard(&self) -> Option<&str> {
+        match self {
+            Error::MissingShard { shard, .. } | Error::IndexMismatch { shard, .. } => Some(shard),
+            other => other.sample_at().map(|at| at.shard.as_str()),
+        }
+    }
+
     /// Wraps an I/O error with the operation and path it concerns.
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         Error::Io { op, path: path.into(), source }

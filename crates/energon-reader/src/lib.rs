@@ -28,6 +28,7 @@ mod field_map;
 pub mod file_store;
 mod jsonl;
 pub mod leaf;
+pub mod lint;
 mod mapped;
 mod raw;
 mod reader;
