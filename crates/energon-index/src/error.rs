@@ -157,6 +157,15 @@ pub enum Error {
     /// Invalid user-supplied configuration (flags, patterns, ratios).
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// Joining the datasets of a metadataset failed (a duplicate or missing key, a shard outside
+    /// the split part, an exclude that names no shard).
+    #[error("cannot join {path}: {reason}")]
+    Join {
+        /// The `index.sqlite` concerned.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
     /// The index was written by a version of Energon that this crate does not read.
     #[error("{path}: unsupported index format ({found}); {advice}")]
     Incompatible {

@@ -6,6 +6,8 @@
 //! - [`tar_scan`]: walks the headers of a tar shard and groups members into samples.
 //! - [`tar_idx`]: the `<shard>.tar.idx` offset index next to each shard.
 //! - [`jsonl_idx`]: the `<file>.jsonl.idx` offset index of a JSONL dataset.
+//! - [`join_index`]: metadataset join indexes (`join_index_<sha256>.bin`) and the join that
+//!   builds them.
 //! - [`info`]: `.nv-meta/.info.json` (and the legacy `.info.yaml`).
 //! - [`split`]: `.nv-meta/split.yaml` / `split.json`, brace expansion and collapse.
 //! - [`dataset_config`]: the `.nv-meta/dataset.yaml` file.
@@ -19,6 +21,7 @@ pub mod discover;
 mod error;
 pub mod fsutil;
 pub mod info;
+pub mod join_index;
 pub mod jsonl_idx;
 pub mod media;
 pub mod prepare;
