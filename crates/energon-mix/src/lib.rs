@@ -6,3 +6,5 @@ pub mod grammar;
 pub mod resolve;
 
 pub use crate::error::{Error, Result};
+#[cfg(test)]
+mod testutil;
