@@ -6,7 +6,9 @@
 
 mod benchmark;
 mod info;
+mod lint;
 mod prepare;
+mod preview;
 mod prompt;
 mod trace;
 
@@ -29,6 +31,10 @@ enum Command {
     Prepare(prepare::PrepareArgs),
     /// Print a summary of a prepared dataset.
     Info(info::InfoArgs),
+    /// Check a dataset: index files, then every sample read and decoded.
+    Lint(lint::LintArgs),
+    /// Print samples of a dataset, field by field.
+    Preview(preview::PreviewArgs),
     /// Print the sample keys this rank's loader yields, in order.
     Trace(trace::TraceArgs),
     /// Measure how fast this rank's loader delivers samples.
@@ -41,6 +47,8 @@ fn main() -> ExitCode {
     let res = match cli.command {
         Command::Prepare(args) => prepare::run(args),
         Command::Info(args) => info::run(args),
+        Command::Lint(args) => lint::run(args),
+        Command::Preview(args) => preview::run(args),
         Command::Trace(args) => trace::run(args),
         Command::Benchmark(args) => benchmark::run(args),
     };

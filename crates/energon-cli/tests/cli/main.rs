@@ -2,5 +2,6 @@
 #![allow(clippy::unwrap_used)]
 
 mod prepare;
+mod read;
 mod trace;
 mod util;

@@ -1,0 +1,139 @@
+//! `energon lint PATH`: checks the index files, then reads and decodes every sample of every
+//! split part in parallel, and reports each bad sample with its shard, key and reason.
+//!
+//! Exit status: 0 when everything reads, 1 when a problem was found (each is listed on stderr),
+//! 2 when the dataset cannot be opened at all.
+
+use std::{path::PathBuf, process::ExitCode};
+
+use clap::Args;
+use energon_index::discover::{DatasetKind, classify};
+use energon_reader::{
+    ReaderOptions, SampleReader,
+    lint::{check_index_files, lint_samples},
+};
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// Flags of `energon lint`.
+#[derive(Debug, Args)]
+pub(crate) struct LintArgs {
+    /// Prepared dataset folder (or JSONL file).
+    path: PathBuf,
+    /// The split parts to check, comma-separated.
+    #[arg(long = "split-parts", default_value = "train,val,test")]
+    split_parts: String,
+    /// Dataset config file name inside .nv-meta.
+    #[arg(long = "dataset-config", default_value = energon_index::DATASET_YAML)]
+    dataset_config: String,
+    /// Split config file name inside .nv-meta.
+    #[arg(long = "split-config", default_value = energon_index::SPLIT_YAML)]
+    split_config: String,
+    /// Number of threads reading samples (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    parallel: usize,
+}
+
+pub(crate) fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
+    let kind = classify(&args.path)?;
+    if kind == DatasetKind::WebDataset {
+        println!("Checking the index files...");
+        let problems = check_index_files(&args.path)?;
+        for p in &problems {
+            match &p.index_count {
+                Ok(n) => eprintln!(
+                    "Error in shard {}: Shard length in Info file {} != {n} (length in index)",
+                    p.shard, p.info_count
+                ),
+                Err(reason) => eprintln!("Error in shard {}: {reason}", p.shard),
+            }
+        }
+        if !problems.is_empty() {
+            eprintln!(
+                "error: validation failed: {} index file(s) do not match .info.json",
+                problems.len()
+            );
+            return Ok(ExitCode::from(1));
+        }
+    } else {
+        println!(
+            "{} is not a directory, therefore the index will not be checked",
+            args.path.display()
+        );
+    }
+
+    let mut failed: Vec<String> = Vec::new();
+    let mut n_checked = 0u64;
+    let split_parts: Vec<&str> = if kind == DatasetKind::Jsonl {
+        vec!["train"]
+    } else {
+        args.split_parts.split(',').map(str::trim).filter(|s| !s.is_empty()).collect()
+    };
+    for split_part in split_parts {
+        let options = ReaderOptions {
+            split_part: split_part.to_owned(),
+            split_config: Some(args.split_config.clone()),
+            dataset_config: Some(args.dataset_config.clone()),
+            ..ReaderOptions::default()
+        };
+        let reader = match SampleReader::open(&args.path, &options) {
+            Ok(reader) => reader,
+            Err(energon_reader::Error::Index(
+                energon_index::Error::UnknownSplitPart { .. }
+                | energon_index::Error::EmptySplit { .. },
+            )) => {
+                println!("Skipping empty split part {split_part}");
+                continue;
+            }
+            Err(err) => return Err(err.into()),
+        };
+        if let Some(loader) = reader.custom_loader() {
+            eprintln!(
+                "warning: {loader} is Python code energon-rs cannot run; checking the parts as crude samples"
+            );
+        }
+        let label = if kind == DatasetKind::Jsonl {
+            "records".to_owned()
+        } else {
+            format!("split part {split_part}")
+        };
+        println!("Checking {label} ({} samples)...", reader.len());
+        let bar = ProgressBar::new(reader.len());
+        bar.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} samples ({per_sec}, {eta})")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        let report = lint_samples(&reader, args.parallel, &|done| bar.set_position(done))?;
+        bar.finish_and_clear();
+        n_checked += report.n_samples - report.n_excluded;
+        for problem in &report.problems {
+            let (shard, key) = match problem.error.sample_at() {
+                Some(at) => (at.shard.clone(), at.key.clone().unwrap_or_else(|| "?".to_owned())),
+                None => (problem.error.shard().unwrap_or("?").to_owned(), "*".to_owned()),
+            };
+            eprintln!(
+                "bad sample {} of {split_part}: shard {shard}, key {key}: {}",
+                problem.index, problem.error
+            );
+            failed.push(format!("{shard}/{key}"));
+        }
+        println!(
+            "{}: {} samples read, {} excluded, {} failed",
+            split_part,
+            report.n_samples - report.n_excluded - report.problems.len() as u64,
+            report.n_excluded,
+            report.problems.len()
+        );
+    }
+    if failed.is_empty() {
+        println!("OK: {n_checked} samples read and decoded without error");
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!(
+        "The following shards/samples failed (to skip them, add them to the exclude list of the split config):"
+    );
+    for item in &failed {
+        eprintln!("- {item}");
+    }
+    eprintln!("error: validation failed: {} bad sample(s)", failed.len());
+    Ok(ExitCode::from(1))
+}
