@@ -30,6 +30,7 @@ mod jsonl;
 pub mod leaf;
 pub mod lint;
 mod mapped;
+pub mod media;
 mod raw;
 mod reader;
 pub mod sample;

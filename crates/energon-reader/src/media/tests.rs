@@ -1,0 +1,4 @@
+//! Tests of media probing and the media pass.
+
+mod pipeline;
+mod probes;
