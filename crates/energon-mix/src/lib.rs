@@ -3,8 +3,22 @@
 
 mod error;
 pub mod grammar;
+pub mod join;
+mod plan;
 pub mod resolve;
-
-pub use crate::error::{Error, Result};
+mod runtime;
+mod source;
+pub mod state;
 #[cfg(test)]
 mod testutil;
+
+pub use crate::{
+    error::{Error, Result},
+    plan::{LeafData, LeafSample, MixOptions, MixPlan, PlannedLeaf},
+    resolve::{
+        AuxSource, BlendMode, LeafKind, Metadataset, ResolveOptions, ResolvedLeaf, ResolvedSplit,
+        resolve_path,
+    },
+    runtime::{Blend, Combiner, Concat, Mix, Repeat, Source, Tag},
+    source::{MixItem, ReadLeaf, SampleLeaf},
+};

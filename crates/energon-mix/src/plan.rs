@@ -1,0 +1,467 @@
+//! The per-worker plan of a resolved split: which samples each worker reads from each leaf, and
+//! how the leaves are combined (the reference's `build_train_datasets` / `build_val_datasets`).
+//!
+//! [`MixPlan::new`] opens every leaf (to learn its shard counts), computes each leaf's rotation
+//! offset (`sum of the lengths of the leaves before it mod G`), slices it over the workers of
+//! this rank (subset applied), and converts weights and repetitions into float32 blend weights.
+//! [`MixPlan::build_worker`] then assembles one worker's [`Mix`] over leaf sources made by the
+//! caller, who decides what a leaf yields (raw samples, decoded samples, keys).
+
+use std::{
+    num::{NonZeroU32, NonZeroUsize},
+    path::Path,
+    sync::Arc,
+};
+
+use energon_dist::{WorkerConfig, WorkerSlices, rotation_offsets, shard_workers};
+use energon_index::{DATASET_YAML, NV_META, dataset_config::read_dataset_config};
+use energon_reader::{
+    Dataset, JsonlDataset, OpenOptions, PartFilter, RawSample, WebDataset,
+    leaf::{LeafConfig, LeafIter, SliceOrder},
+};
+use serde_json::Value;
+
+use crate::{
+    error::{Error, Result},
+    join::{JoinedDataset, JoinedSample},
+    resolve::{BlendMode, LeafKind, ResolvedLeaf, ResolvedSplit},
+    runtime::{Blend, Concat, Mix, Repeat, Source, Tag},
+};
+
+/// Loader options that shape the plan (the reference's `get_train_dataset` /
+/// `get_val_dataset` arguments that reach the leaves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MixOptions {
+    /// Training (shuffled slices, repetition, blending) or validation (sequential slices, one
+    /// pass, leaves concatenated).
+    pub training: bool,
+    /// Training only: repeat forever (default). `false` ends after one pass, which only
+    /// `blend_epochized` or a single dataset allow.
+    pub repeat: bool,
+    /// Cut slices longer than 1.5 times this many samples.
+    pub max_samples_per_sequence: Option<u64>,
+    /// Slices open at once per worker (default 16 for training, 1 for validation).
+    pub parallel_shard_iters: Option<usize>,
+}
+
+impl Default for MixOptions {
+    fn default() -> Self {
+        MixOptions {
+            training: true,
+            repeat: true,
+            max_samples_per_sequence: None,
+            parallel_shard_iters: None,
+        }
+    }
+}
+
+/// An opened leaf dataset.
+#[derive(Debug, Clone)]
+pub enum LeafData {
+    /// A WebDataset split part or a JSONL file (every part read).
+    Dataset(Arc<Dataset>),
+    /// A join.
+    Joined(Arc<JoinedDataset>),
+}
+
+/// A sample read from a leaf.
+#[derive(Debug, Clone)]
+pub enum LeafSample {
+    /// From a WebDataset or JSONL leaf.
+    Raw(RawSample),
+    /// From a join: one sample per joined dataset.
+    Joined(JoinedSample),
+}
+
+impl LeafSample {
+    /// The sample key (the primary's, for a join).
+    pub fn key(&self) -> &str {
+        match self {
+            LeafSample::Raw(raw) => &raw.key,
+            LeafSample::Joined(joined) => joined.key(),
+        }
+    }
+}
+
+impl LeafData {
+    /// Reads sample (or join row) `index`; `Ok(None)` for an excluded sample.
+    pub fn read(&self, index: u64) -> Result<Option<LeafSample>> {
+        match self {
+            LeafData::Dataset(dataset) => Ok(dataset.read(index)?.map(LeafSample::Raw)),
+            LeafData::Joined(joined) => Ok(joined.read(index)?.map(LeafSample::Joined)),
+        }
+    }
+}
+
+/// One leaf of the plan.
+#[derive(Debug, Clone)]
+pub struct PlannedLeaf {
+    /// The resolved leaf.
+    pub leaf: ResolvedLeaf,
+    /// The opened dataset.
+    pub data: LeafData,
+    /// The split part actually read (a `dataset.yaml` may override the metadataset's).
+    pub split_part: String,
+    /// The leaf's full length (the reference's `len(dataset)`: all samples of the split part,
+    /// ignoring the subset; for a join, the primary's): the unit of rotation offsets and of
+    /// epochized blend weights.
+    pub len: u64,
+    /// Where the remainder samples of this leaf start among the global workers.
+    pub rotation_offset: u64,
+    /// The slices of each local worker of this rank.
+    pub workers: Vec<WorkerSlices>,
+    /// How the leaf is iterated on each worker.
+    pub leaf_config: LeafConfig,
+    /// The float32 weight of the leaf in a blend (1.0 when there is no blend).
+    pub blend_weight: f32,
+    /// For `blend_epochized`: the repetitions of the leaf per pass, `None` when it is 1.
+    pub repeats: Option<f64>,
+}
+
+/// The plan of one split for one rank.
+#[derive(Debug, Clone)]
+pub struct MixPlan {
+    /// How the leaves combine.
+    pub mode: BlendMode,
+    /// The options the plan was made with.
+    pub options: MixOptions,
+    /// The workers of this rank.
+    pub worker_config: WorkerConfig,
+    /// The leaves in tree order.
+    pub leaves: Vec<PlannedLeaf>,
+}
+
+impl MixPlan {
+    /// Opens the leaves of `split` and plans them for `worker_config`'s rank.
+    pub fn new(
+        split: ResolvedSplit,
+        worker_config: WorkerConfig,
+        options: MixOptions,
+    ) -> Result<Self> {
+        if split.leaves.is_empty() {
+            return Err(Error::InvalidOption {
+                option: "metadataset",
+                value: "0 leaves".to_owned(),
+                reason: "no datasets given".to_owned(),
+            });
+        }
+        if options.training && !options.repeat && split.mode == BlendMode::DatasetWeight {
+            return Err(Error::InvalidOption {
+                option: "repeat",
+                value: "false".to_owned(),
+                reason: "a blend by weights repeats its datasets forever; only blend_epochized or \
+                         a single dataset can stop after one pass"
+                    .to_owned(),
+            });
+        }
+        let mut opened = Vec::with_capacity(split.leaves.len());
+        for leaf in split.leaves {
+            opened.push(open_leaf(leaf, &options)?);
+        }
+        let lens: Vec<u64> = opened.iter().map(|o| o.len).collect();
+        let rotations = rotation_offsets(&lens, &worker_config);
+        let mut leaves = Vec::with_capacity(opened.len());
+        for (open, rotation_offset) in opened.into_iter().zip(rotations) {
+            let total: u64 = open.shard_counts.iter().sum();
+            let subset = open.leaf.subset.map(|s| s.compute(total)).transpose()?;
+            let workers = shard_workers(
+                &open.shard_counts,
+                subset,
+                &worker_config,
+                rotation_offset,
+                open.max_samples_per_sequence,
+            )?;
+            let (blend_weight, repeats) = weights(split.mode, &open.leaf, open.len)?;
+            leaves.push(PlannedLeaf {
+                leaf: open.leaf,
+                data: open.data,
+                split_part: open.split_part,
+                len: open.len,
+                rotation_offset,
+                workers,
+                leaf_config: open.leaf_config,
+                blend_weight,
+                repeats,
+            });
+        }
+        Ok(MixPlan { mode: split.mode, options, worker_config, leaves })
+    }
+
+    /// The number of samples local worker `worker` reads in one pass of every leaf, repetitions
+    /// applied as the reference's `len_worker` applies them.
+    pub fn len_worker(&self, worker: usize) -> u64 {
+        self.leaves
+            .iter()
+            .map(|leaf| {
+                let n = leaf.workers.get(worker).map_or(0, WorkerSlices::n_samples);
+                match leaf.repeats {
+                    Some(r) => (n as f64 * r) as u64,
+                    None => n,
+                }
+            })
+            .sum()
+    }
+
+    /// Builds the stages of local worker `worker` over the leaf sources `make_leaf` returns
+    /// (called once per leaf, in order, with the leaf's index, its plan, and its slice iteration
+    /// for this worker drawing from its own stream).
+    ///
+    /// - training, `blend`: every leaf repeated forever, blended (a single leaf: no blend);
+    /// - training, `blend_epochized` (or a single dataset without repetition): every leaf
+    ///   repeated its number of times, blended, and the whole repeated forever unless
+    ///   `repeat` is off;
+    /// - training, single dataset or join: repeated forever;
+    /// - validation: the leaves one after the other.
+    ///
+    /// Fails, as the reference does when it starts iterating, if this worker has no sample in
+    /// any leaf of a training pipeline.
+    pub fn build_worker<S, F>(&self, worker: usize, mut make_leaf: F) -> Result<Mix<S>, S::Error>
+    where
+        S: Source,
+        S::Item: Tag,
+        F: FnMut(usize, &PlannedLeaf, LeafIter) -> Result<S, S::Error>,
+    {
+        let cfg = &self.worker_config;
+        let n_local = cfg.n_local_workers();
+        if worker >= n_local {
+            return Err(Error::Dist(energon_dist::Error::WorkerOutOfRange {
+                worker_id: worker,
+                n_local_workers: n_local,
+            })
+            .into());
+        }
+        let mut sources = Vec::with_capacity(self.leaves.len());
+        for (i, leaf) in self.leaves.iter().enumerate() {
+            let slices = leaf.workers[worker].clone();
+            let mut config = leaf.leaf_config;
+            if config.order == SliceOrder::WithReplacement && slices.n_slices() == 0 {
+                // Never iterated (its blend weight is 0), but it must exist to keep the child
+                // indices of the blend.
+                config.order = SliceOrder::Shuffled { epochs: NonZeroU32::MIN };
+            }
+            let rng = cfg.worker_rng(worker).map_err(Error::from)?;
+            let iter = LeafIter::new(slices, config, rng).map_err(Error::from)?;
+            sources.push(make_leaf(i, leaf, iter)?);
+        }
+        let total: u64 = sources.iter().map(Source::len_worker).sum();
+        if self.options.training && total == 0 {
+            return Err(Error::EmptyWorker {
+                rank: cfg.rank(),
+                worker,
+                n_leaves: self.leaves.len(),
+            }
+            .into());
+        }
+        let leaves: Vec<Mix<S>> = sources.into_iter().map(Mix::Leaf).collect();
+        if !self.options.training {
+            return Ok(if leaves.len() == 1 {
+                leaves.into_iter().next().expect("one leaf")
+            } else {
+                Mix::Concat(Concat::new(leaves)?)
+            });
+        }
+        let weights: Vec<f32> = self.leaves.iter().map(|l| l.blend_weight).collect();
+        let blend_rng = || cfg.worker_rng(worker).map_err(Error::from);
+        let res = match (self.mode, self.options.repeat) {
+            // COMPAT(energon 7.4.1): task_encoder/base.py:build_train_datasets (each leaf
+            // repeated forever; a single leaf is not blended).
+            (BlendMode::DatasetWeight, _) | (BlendMode::None, true) => {
+                let children: Vec<Mix<S>> =
+                    leaves.into_iter().map(|l| Mix::Repeat(Box::new(Repeat::forever(l)))).collect();
+                combine(children, weights, blend_rng()?)?
+            }
+            (BlendMode::SampleRepetitions, _) | (BlendMode::None, false) => {
+                let mut children = Vec::with_capacity(leaves.len());
+                for (leaf, planned) in leaves.into_iter().zip(&self.leaves) {
+                    children.push(match planned.repeats {
+                        None => leaf,
+                        Some(r) => Mix::Repeat(Box::new(Repeat::times(leaf, r)?)),
+                    });
+                }
+                let combined = combine(children, weights, blend_rng()?)?;
+                if self.options.repeat {
+                    Mix::Repeat(Box::new(Repeat::forever(combined)))
+                } else {
+                    combined
+                }
+            }
+        };
+        Ok(res)
+    }
+}
+
+/// A blend of `children`, or the only child.
+fn combine<S>(
+    children: Vec<Mix<S>>,
+    weights: Vec<f32>,
+    rng: energon_dist::WorkerRng,
+) -> Result<Mix<S>>
+where
+    S: Source,
+    S::Item: Tag,
+{
+    if children.len() == 1 {
+        return Ok(children.into_iter().next().expect("one child"));
+    }
+    Ok(Mix::Blend(Blend::new(children, weights, rng)?))
+}
+
+/// The float32 blend weight and the repetitions of a leaf.
+fn weights(mode: BlendMode, leaf: &ResolvedLeaf, len: u64) -> Result<(f32, Option<f64>)> {
+    Ok(match mode {
+        // COMPAT(energon 7.4.1): task_encoder/base.py:build_train_datasets rounds the double
+        // weight to float32 in the BlendDataset's tensor.
+        BlendMode::DatasetWeight | BlendMode::None => (leaf.weight.unwrap_or(1.0) as f32, None),
+        BlendMode::SampleRepetitions => {
+            let reps = leaf.repetitions.unwrap_or(crate::grammar::Repetitions::Int(1));
+            // `len(dataset) * repetitions`: an integer product stays exact, a float one is a
+            // double; both are rounded to float32 by the tensor.
+            let weight = match reps {
+                crate::grammar::Repetitions::Int(r) => len.saturating_mul(r) as f32,
+                crate::grammar::Repetitions::Float(r) => (len as f64 * r) as f32,
+            };
+            let repeats = (!reps.is_one()).then(|| reps.as_f64());
+            (weight, repeats)
+        }
+    })
+}
+
+/// A leaf opened, before slicing.
+struct Opened {
+    leaf: ResolvedLeaf,
+    data: LeafData,
+    split_part: String,
+    shard_counts: Vec<u64>,
+    len: u64,
+    leaf_config: LeafConfig,
+    max_samples_per_sequence: Option<u64>,
+}
+
+fn open_leaf(leaf: ResolvedLeaf, options: &MixOptions) -> Result<Opened> {
+    let mut split_part = leaf.split_part.clone();
+    let mut split_config = leaf.split_config.clone();
+    let mut shuffle_over_epochs = leaf.shuffle_over_epochs;
+    let mut max_samples_per_sequence = options.max_samples_per_sequence;
+    let mut parallel_shard_iters = options.parallel_shard_iters;
+    let (data, shard_counts, len) = match &leaf.kind {
+        LeafKind::WebDataset => {
+            // COMPAT(energon 7.4.1): dataset_config.py:get_dataset_from_config merges dataset.yaml
+            // over the loader's arguments.
+            let overrides = DatasetOverrides::read(&leaf.path, leaf.dataset_config.as_deref())?;
+            if let Some(part) = overrides.split_part {
+                split_part = part;
+            }
+            if let Some(config) = overrides.split_config {
+                split_config = Some(config);
+            }
+            if let Some(soe) = overrides.shuffle_over_epochs {
+                shuffle_over_epochs = soe;
+            }
+            if let Some(msps) = overrides.max_samples_per_sequence {
+                max_samples_per_sequence = msps;
+            }
+            if let Some(p) = overrides.parallel_shard_iters {
+                parallel_shard_iters = p;
+            }
+            let open = OpenOptions {
+                split_part: split_part.clone(),
+                split_config,
+                part_filter: PartFilter::All,
+                ..OpenOptions::default()
+            };
+            let dataset = WebDataset::open(&leaf.path, &open)?;
+            let counts = dataset.shard_counts();
+            let len = dataset.len();
+            (LeafData::Dataset(Arc::new(Dataset::WebDataset(dataset))), counts, len)
+        }
+        LeafKind::Jsonl => {
+            let dataset = JsonlDataset::open(&leaf.path, &PartFilter::All)?;
+            let len = dataset.len();
+            (LeafData::Dataset(Arc::new(Dataset::Jsonl(dataset))), vec![len], len)
+        }
+        LeafKind::Joined(spec) => {
+            let joined = JoinedDataset::open(spec)?;
+            let rows = joined.n_rows();
+            let len = joined.primary_len();
+            (LeafData::Joined(Arc::new(joined)), vec![rows], len)
+        }
+    };
+    let order = if options.training {
+        SliceOrder::from_shuffle_over_epochs(shuffle_over_epochs).ok_or_else(|| {
+            Error::InvalidOption {
+                option: "shuffle_over_epochs",
+                value: format!("{shuffle_over_epochs:?}"),
+                reason: "must be -1, null or at least 1".to_owned(),
+            }
+        })?
+    } else {
+        SliceOrder::Sequential
+    };
+    let p = parallel_shard_iters.unwrap_or(if options.training { 16 } else { 1 });
+    let parallel_slice_iters = NonZeroUsize::new(p).ok_or_else(|| Error::InvalidOption {
+        option: "parallel_shard_iters",
+        value: "0".to_owned(),
+        reason: "must be at least 1".to_owned(),
+    })?;
+    Ok(Opened {
+        leaf,
+        data,
+        split_part,
+        shard_counts,
+        len,
+        leaf_config: LeafConfig { order, parallel_slice_iters },
+        max_samples_per_sequence,
+    })
+}
+
+/// Loader arguments a `dataset.yaml` overrides (`None`: not set there).
+#[derive(Debug, Default)]
+struct DatasetOverrides {
+    split_part: Option<String>,
+    split_config: Option<String>,
+    shuffle_over_epochs: Option<Option<i64>>,
+    max_samples_per_sequence: Option<Option<u64>>,
+    parallel_shard_iters: Option<Option<usize>>,
+}
+
+impl DatasetOverrides {
+    /// Reads the overrides of the dataset at `root`; a dataset without its config file has none
+    /// (raw samples can still be read).
+    fn read(root: &Path, dataset_config: Option<&str>) -> Result<Self> {
+        let path = root.join(NV_META).join(dataset_config.unwrap_or(DATASET_YAML));
+        if !path.is_file() {
+            return Ok(DatasetOverrides::default());
+        }
+        let config = read_dataset_config(&path)?;
+        let extra = config.extra();
+        let bad = |key: &str, expected: &str| Error::BadNode {
+            file: path.clone(),
+            yaml_path: key.to_owned(),
+            reason: format!("expected {expected}, found {}", extra[key]),
+        };
+        let string = |key: &str| match extra.get(key) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(bad(key, "a string")),
+        };
+        let opt_int = |key: &str| match extra.get(key) {
+            None => Ok(None),
+            Some(Value::Null) => Ok(Some(None)),
+            Some(Value::Number(n)) if n.as_i64().is_some() => Ok(Some(n.as_i64())),
+            Some(_) => Err(bad(key, "an integer or null")),
+        };
+        let non_negative = |key: &str| -> Result<Option<Option<u64>>> {
+            opt_int(key)?
+                .map(|v| v.map(u64::try_from).transpose().map_err(|_| bad(key, "an integer >= 0")))
+                .transpose()
+        };
+        Ok(DatasetOverrides {
+            split_part: string("split_part")?,
+            split_config: string("split_config")?,
+            shuffle_over_epochs: opt_int("shuffle_over_epochs")?,
+            max_samples_per_sequence: non_negative("max_samples_per_sequence")?,
+            parallel_shard_iters: non_negative("parallel_shard_iters")?
+                .map(|v| v.map(|p| p as usize)),
+        })
+    }
+}
