@@ -133,7 +133,7 @@ fn jsonl_summary(path: &Path, name: &str) -> anyhow::Result<String> {
          {{py:class}}`CrudeSample <megatron.energon.CrudeSample>` (JSONL, key = line number, part \
          `json`)\n\n",
         path.display(),
-        thousands(n_samples as u64),
+        thousands(n_samples),
         human_size(n_bytes),
     ))
 }
@@ -160,7 +160,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut res = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             res.push(',');
         }
         res.push(c);
