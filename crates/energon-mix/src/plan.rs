@@ -7,6 +7,9 @@
 //! [`MixPlan::build_worker`] then assembles one worker's [`Mix`] over leaf sources made by the
 //! caller, who decides what a leaf yields (raw samples, decoded samples, keys).
 
+#[cfg(test)]
+mod tests;
+
 use std::{
     num::{NonZeroU32, NonZeroUsize},
     path::Path,

@@ -45,11 +45,19 @@ impl<T> MixItem<T> {
 
 /// A leaf source: each index of the slice iteration goes to `read`; an excluded sample
 /// (`Ok(None)`) is skipped but counts as read, as in the reference.
-#[derive(Debug)]
 pub struct ReadLeaf<F> {
     leaf: usize,
     iter: LeafIter,
     read: F,
+}
+
+impl<F> std::fmt::Debug for ReadLeaf<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadLeaf")
+            .field("leaf", &self.leaf)
+            .field("iter", &self.iter)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<F> ReadLeaf<F> {
