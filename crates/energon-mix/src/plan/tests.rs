@@ -285,7 +285,7 @@ fn validation_concatenates_and_blends_refuse_to_stop() {
     );
     let cfg = WorkerConfig::new(0, 1, 0).unwrap();
     let val = MixOptions { training: false, ..MixOptions::default() };
-    let keys = pass(&plan(&mds, cfg.clone(), &ResolveOptions::default(), val), 0);
+    let keys = pass(&plan(&mds, cfg, &ResolveOptions::default(), val), 0);
     let expected: Vec<u64> = (0..55).chain(100..155).collect();
     assert_eq!(keys, expected);
 
