@@ -7,16 +7,29 @@
 //! - [`JsonlDataset`]: a JSONL file with its `.jsonl.idx`; record `i` has key `i` and one part
 //!   `json`.
 //! - [`Dataset`]: either of them, opened by path as the reference classifies paths.
+//! - [`Decoder`] ([`decode`]): parts decoded by extension, as the reference's default decoder.
+//! - [`SampleReader`]: a dataset with its `dataset.yaml`: typed samples ([`sample`]: the
+//!   reference's sample types, same field names) filled by the field map, or crude samples.
+//! - [`file_store`]: files by name (`<key>.<part>` through `index.sqlite`, plain folders, JSONL).
+//! - [`lint`]: the checks behind `energon lint`.
+//!
+//! Sample `i` of a split part is always read by the thread that asks for it, and only the parts
+//! the field map (or part filter) needs are copied out of the shard and decoded.
 //!
 //! ```
 //! use std::path::Path;
-//! use energon_reader::{Dataset, OpenOptions};
+//! use energon_reader::{Dataset, OpenOptions, ReaderOptions, Sample, SampleReader};
 //!
 //! let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/energon-ref-small");
 //! let dataset = Dataset::open(&root, &OpenOptions::default())?;
 //! let sample = dataset.read(0)?.expect("not excluded");
 //! assert_eq!(sample.key, "00000000");
 //! assert_eq!(sample.parts.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["jpg", "txt", "json"]);
+//!
+//! let reader = SampleReader::open(&root, &ReaderOptions::default())?;
+//! let Some(Sample::Captioning(sample)) = reader.read(0)? else { panic!("a captioning sample") };
+//! assert_eq!(sample.image.shape, [32, 32, 3]);
+//! assert_eq!(sample.caption, "cat and a large small");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![deny(missing_docs)]

@@ -216,7 +216,8 @@ impl WebDataset {
             corrupt(offset, key, reason)
         })
         .map(|(key, parts)| {
-            (!shard.excluded_keys.contains(&key)).then(|| RawSample {
+            let excluded = !shard.excluded_keys.is_empty() && shard.excluded_keys.contains(&key);
+            (!excluded).then(|| RawSample {
                 key,
                 dataset: self.root.clone(),
                 shard: shard.name.clone(),
