@@ -75,9 +75,15 @@ impl WebdatasetFileStore {
         let (shard, data) = self.shard(loc.tar_file_id, key)?;
         let (start, end) = (loc.byte_offset, loc.byte_offset.saturating_add(loc.byte_size));
         let range = self.range(&data, start, end, shard, key)?;
-        let (found, parts) = parse_sample(&data, range, start, &PartFilter::All, |o, k, r| {
-            self.corrupt(shard, k.or(Some(key)), o, r)
-        })?;
+        let parsed = parse_sample(
+            &data,
+            range,
+            start,
+            &PartFilter::All,
+            |_| false,
+            |o, k, r| self.corrupt(shard, k.or(Some(key)), o, r),
+        )?;
+        let (found, parts) = parsed.expect("nothing is excluded");
         if found != key {
             return Err(self.corrupt(
                 shard,

@@ -207,25 +207,31 @@ impl WebDataset {
             ));
         }
         let range = &data[start as usize..end as usize];
-        parse_sample(&data, range, start, &self.part_filter, |offset, key, reason| {
-            if offset == 0 && data.starts_with(&[0x1f, 0x8b]) {
-                return Error::Index(energon_index::Error::CompressedTar {
-                    path: shard.path.clone(),
-                });
-            }
-            corrupt(offset, key, reason)
-        })
-        .map(|(key, parts)| {
-            let excluded = !shard.excluded_keys.is_empty() && shard.excluded_keys.contains(&key);
-            (!excluded).then(|| RawSample {
-                key,
-                dataset: self.root.clone(),
-                shard: shard.name.clone(),
-                index,
-                offset: start,
-                parts,
-            })
-        })
+        let excluded =
+            |key: &str| !shard.excluded_keys.is_empty() && shard.excluded_keys.contains(key);
+        let parsed = parse_sample(
+            &data,
+            range,
+            start,
+            &self.part_filter,
+            excluded,
+            |offset, key, reason| {
+                if offset == 0 && data.starts_with(&[0x1f, 0x8b]) {
+                    return Error::Index(energon_index::Error::CompressedTar {
+                        path: shard.path.clone(),
+                    });
+                }
+                corrupt(offset, key, reason)
+            },
+        )?;
+        Ok(parsed.map(|(key, parts)| RawSample {
+            key,
+            dataset: self.root.clone(),
+            shard: shard.name.clone(),
+            index,
+            offset: start,
+            parts,
+        }))
     }
 
     /// Checks every shard of the split part without reading samples: the shard exists, its
@@ -352,14 +358,17 @@ fn excluded_keys(sample_excludes: &BTreeSet<String>, shard: &str) -> FxHashSet<S
 /// Parses the tar members in `range` (the bytes `[start, ..)` of `shard`) into a key and the
 /// parts that pass `filter`. Every matching member must share the key of the first.
 ///
+/// `Ok(None)` when `excluded(key)` holds for the key of the first member: as in the reference,
+/// the rest of an excluded sample is not parsed, so excluding a damaged sample skips it.
 /// `corrupt(offset, key, reason)` builds the error for damage at a shard offset.
 pub(crate) fn parse_sample(
     shard: &Bytes,
     range: &[u8],
     start: u64,
     filter: &PartFilter,
+    excluded: impl Fn(&str) -> bool,
     corrupt: impl Fn(u64, Option<&str>, String) -> Error,
-) -> Result<(String, Vec<Part>)> {
+) -> Result<Option<(String, Vec<Part>)>> {
     let mut key: Option<String> = None;
     let mut parts = Vec::new();
     for member in members(range, start) {
@@ -371,7 +380,13 @@ pub(crate) fn parse_sample(
             continue;
         };
         match &key {
-            None => key = Some(member_key.to_owned()),
+            None => {
+                // COMPAT(energon 7.4): itar_reader.py checks the excludes at the first member.
+                if excluded(member_key) {
+                    return Ok(None);
+                }
+                key = Some(member_key.to_owned());
+            }
             Some(k) if k == member_key => {}
             Some(k) => {
                 return Err(corrupt(
@@ -392,7 +407,7 @@ pub(crate) fn parse_sample(
         }
     }
     match key {
-        Some(key) => Ok((key, parts)),
+        Some(key) => Ok(Some((key, parts))),
         None => Err(corrupt(
             start,
             None,

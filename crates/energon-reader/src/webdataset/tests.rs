@@ -327,3 +327,20 @@ proptest! {
         prop_assert!(ds.maps.n_open() <= max_open);
     }
 }
+
+#[test]
+fn an_excluded_damaged_sample_is_skipped_without_parsing_it() {
+    let dir = fixture_copy();
+    let shard = dir.path().join("shards/data-000000.tar");
+    let mut bytes = fs::read(&shard).unwrap();
+    // Damage sample 1's txt header (its first member, the jpg, is intact).
+    bytes[5632 + 3] ^= 0x55;
+    fs::write(&shard, &bytes).unwrap();
+    assert!(open(dir.path()).read(1).is_err());
+    write_split(
+        dir.path(),
+        "split_parts:\n  train:\n  - shards/data-{000000..000003}.tar\nexclude:\n\
+         - shards/data-000000.tar/00000001\n",
+    );
+    assert_eq!(open(dir.path()).read(1).unwrap(), None);
+}
