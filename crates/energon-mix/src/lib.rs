@@ -5,6 +5,7 @@ mod error;
 pub mod grammar;
 pub mod join;
 mod plan;
+mod prepare;
 pub mod resolve;
 mod runtime;
 mod source;
@@ -15,6 +16,7 @@ mod testutil;
 pub use crate::{
     error::{Error, Result},
     plan::{LeafData, LeafSample, MixOptions, MixPlan, PlannedLeaf},
+    prepare::{PrepareReport, PreparedJoin, prepare_metadataset},
     resolve::{
         AuxSource, BlendMode, LeafKind, Metadataset, ResolveOptions, ResolvedLeaf, ResolvedSplit,
         resolve_path,

@@ -1,0 +1,1 @@
+//! Sample orders recorded from the reference loader.
