@@ -4,10 +4,11 @@
 //! `seg.png`; "extension" is its last dot-separated component):
 //!
 //! 1. a name ending in `.gz` is gunzipped and decoded as the name without `.gz`;
-//! 2. images (`jpg jpeg png webp gif bmp tif tiff ...`, case-insensitive) → [`Decoded::Image`]
-//!    in the layout of [`ImageDecode`];
-//! 3. audio (`wav flac mp3 ogg`) → [`Decoded::Audio`] (`f32` PCM and sample rate); video
-//!    (`mp4 avi mov webm mkv flv`) → [`Decoded::Video`], the raw bytes (see [`Video`]);
+//! 2. images (`jpg jpeg png webp gif bmp tif tiff ...`, case-insensitive, see
+//!    [`IMAGE_EXTENSIONS`]) → [`Decoded::Image`] in the layout of [`ImageDecode`];
+//! 3. audio (`wav flac mp3 ogg`, case-insensitive) → [`Decoded::Audio`] (`f32` PCM and sample
+//!    rate); video (`mp4 avi mov webm mkv flv`) → [`Decoded::Video`], the raw bytes (see
+//!    [`Video`]). The reference has no `ogg` here (it returns the bytes);
 //! 4. `txt text transcript` → [`Decoded::Text`]; `cls cls2 index inx id` → [`Decoded::Int`];
 //!    `json jsn` → [`Decoded::Json`]; `npy` → [`Decoded::Tensor`] (case-sensitive);
 //! 5. anything else (including Python-only formats: `pyd pickle pth ten mp msg npz cbor`) →
@@ -35,10 +36,15 @@ pub use self::{
     tensor::{Tensor, TensorData},
 };
 
-/// Image extensions (compared lower-cased), as the reference's image handler lists them.
+/// Image extensions (compared lower-cased): the list the reference's image handler uses (every
+/// extension Pillow opens). Images in formats the `image` crate does not decode (`psd`, `eps`,
+/// `jp2`, ...) are decode errors.
 pub const IMAGE_EXTENSIONS: &[&str] = &[
-    "jpg", "jpeg", "png", "webp", "gif", "bmp", "tif", "tiff", "jp2", "j2k", "jpx", "ppm", "pgm",
-    "pbm", "pnm",
+    "blp", "bmp", "dib", "bufr", "cur", "pcx", "dcx", "dds", "ps", "eps", "fit", "fits", "fli",
+    "flc", "ftc", "ftu", "gbr", "gif", "grib", "h5", "hdf", "png", "apng", "jp2", "j2k", "jpc",
+    "jpf", "jpx", "j2c", "icns", "ico", "im", "iim", "tif", "tiff", "jfif", "jpe", "jpg", "jpeg",
+    "mpg", "mpeg", "msp", "pcd", "pxr", "pbm", "pgm", "ppm", "pnm", "psd", "bw", "rgb", "rgba",
+    "sgi", "ras", "tga", "icb", "vda", "vst", "webp", "wmf", "emf", "xbm", "xpm",
 ];
 /// Audio extensions, decoded to PCM.
 pub const AUDIO_EXTENSIONS: &[&str] = &["wav", "flac", "mp3", "ogg"];
@@ -177,10 +183,10 @@ impl PartKind {
         if IMAGE_EXTENSIONS.contains(&lower.as_str()) {
             return PartKind::Image;
         }
-        if AUDIO_EXTENSIONS.contains(&ext) {
+        if AUDIO_EXTENSIONS.contains(&lower.as_str()) {
             return PartKind::Audio;
         }
-        if VIDEO_EXTENSIONS.contains(&ext) {
+        if VIDEO_EXTENSIONS.contains(&lower.as_str()) {
             return PartKind::Video;
         }
         match ext {

@@ -345,7 +345,9 @@ fn guess_content_uses_magic_bytes_for_media_only() {
 fn part_kinds_and_mode_names() {
     assert_eq!(PartKind::of("seg.PNG"), PartKind::Image);
     assert_eq!(PartKind::of("json.gz"), PartKind::Json);
-    assert_eq!(PartKind::of("MP4"), PartKind::Bytes);
+    assert_eq!(PartKind::of("MP4"), PartKind::Video);
+    assert_eq!(PartKind::of("x.WAV"), PartKind::Audio);
+    assert_eq!(PartKind::of("psd"), PartKind::Image);
     assert_eq!(PartKind::of("cls2"), PartKind::Int);
     for (name, mode) in ImageDecode::ALL {
         assert_eq!(name.parse::<ImageDecode>().unwrap(), mode);
