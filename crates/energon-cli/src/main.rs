@@ -7,7 +7,9 @@
 mod benchmark;
 mod info;
 mod lint;
+mod mount;
 mod prepare;
+mod prepare_media;
 mod preview;
 mod prompt;
 mod trace;
@@ -29,6 +31,10 @@ struct Cli {
 enum Command {
     /// Index a WebDataset folder (tar shards), a JSONL file, or a metadataset's joins.
     Prepare(prepare::PrepareArgs),
+    /// Compute media metadata (image sizes, audio and video durations) of a prepared
+    /// WebDataset or a plain folder of media files.
+    #[command(name = "prepare-media")]
+    PrepareMedia(prepare_media::PrepareMediaArgs),
     /// Print a summary of a prepared dataset.
     Info(info::InfoArgs),
     /// Check a dataset: index files, then every sample read and decoded.
@@ -39,6 +45,8 @@ enum Command {
     Trace(trace::TraceArgs),
     /// Measure how fast this rank's loader delivers samples.
     Benchmark(benchmark::BenchmarkArgs),
+    /// Show a prepared WebDataset as a read-only folder of files (FUSE).
+    Mount(mount::MountArgs),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +59,8 @@ fn main() -> ExitCode {
         Command::Preview(args) => preview::run(args),
         Command::Trace(args) => trace::run(args),
         Command::Benchmark(args) => benchmark::run(args),
+        Command::PrepareMedia(args) => prepare_media::run(args),
+        Command::Mount(args) => mount::run(args),
     };
     match res {
         Ok(code) => code,

@@ -14,11 +14,12 @@ use clap::Args;
 use energon_index::{
     DATASET_YAML, NV_META, dataset_config,
     discover::{self, DatasetKind},
+    media::TableMode,
     prepare::{self, PrepareOptions, Progress, SplitChoice},
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::prompt;
+use crate::{prepare_media, prompt};
 
 /// Flags of `energon prepare`, with the reference's names and defaults.
 #[derive(Debug, Args)]
@@ -68,11 +69,28 @@ pub(crate) struct PrepareArgs {
     /// Field map for dataset.yaml as JSON, e.g. '{"image": "jpg", "caption": "txt"}'.
     #[arg(long = "field-map", value_name = "JSON")]
     field_map: Option<String>,
+    #[command(flatten)]
+    media: prepare_media::MediaFlags,
 }
 
 pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
     let path = args.path.clone();
     let kind = discover::classify(&path)?;
+    let media_filter = if args.media.any() {
+        if args.tar_index_only {
+            bail!("--media-metadata-by-... cannot be combined with --tar-index-only");
+        }
+        if matches!(kind, DatasetKind::Jsonl | DatasetKind::Metadataset) {
+            bail!(
+                "{} is not a WebDataset folder; media metadata is computed for WebDatasets \
+                 (or, with `energon prepare-media`, for plain folders)",
+                path.display()
+            );
+        }
+        Some(args.media.filter()?)
+    } else {
+        None
+    };
     match kind {
         DatasetKind::Jsonl => {
             let n = prepare::prepare_jsonl(&path)
@@ -81,10 +99,10 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         DatasetKind::Metadataset => {
-            let report = energon_mix::prepare_metadataset(&path)
-                .with_context(|| format!("while preparing {}", path.display()))?;
-            report.lines().iter().for_each(|line| println!("{line}"));
-            return Ok(ExitCode::SUCCESS);
+            bail!(
+                "{} is a metadataset; building join indexes for metadatasets is not supported yet",
+                path.display()
+            );
         }
         DatasetKind::Filesystem => {
             bail!(
@@ -174,6 +192,17 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
         println!("Sample keys of the first shard: {}", summary.first_keys.join(", "));
     }
     println!("Found the sample parts: {}", summary.part_names.join(", "));
+    if let Some(filter) = media_filter {
+        // As the reference, a prepare with media flags replaces the media tables.
+        let media = prepare_media::media_pass(
+            &path,
+            filter,
+            args.num_workers,
+            TableMode::Replace,
+            show_progress,
+        )?;
+        prepare_media::report(&media);
+    }
     if args.tar_index_only {
         return Ok(ExitCode::SUCCESS);
     }

@@ -1,6 +1,8 @@
 //! End-to-end tests of the `energon` binary: one test binary, one module per command.
 #![allow(clippy::unwrap_used)]
 
+mod media;
+mod mount;
 mod prepare;
 mod read;
 mod trace;
