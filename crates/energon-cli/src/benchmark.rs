@@ -71,6 +71,7 @@ pub(crate) fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
         let options = ReaderOptions {
             split_part: args.loader.split_part(),
             decoder: Some(Decoder { image, ..Decoder::default() }),
+            max_open_shards: args.loader.max_open_shards(),
             ..ReaderOptions::default()
         };
         let reader = SampleReader::open(&args.loader.path, &options)

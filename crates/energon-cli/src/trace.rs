@@ -74,9 +74,21 @@ impl LoaderArgs {
         }
     }
 
+    /// How many shard maps the reader keeps open: one per slice the workers read at once, as
+    /// the reference keeps one tar handle per open slice. More would only hold pages of shards
+    /// nobody reads any more in memory (they count in the process's resident set).
+    pub(crate) fn max_open_shards(&self) -> usize {
+        let slots = if self.val { 1 } else { self.parallel_shard_iters.unwrap_or(16) };
+        (slots * self.num_workers.max(1)).max(2)
+    }
+
     /// Opens the dataset (raw samples, every part).
     pub(crate) fn open(&self) -> anyhow::Result<Arc<Dataset>> {
-        let options = OpenOptions { split_part: self.split_part(), ..OpenOptions::default() };
+        let options = OpenOptions {
+            split_part: self.split_part(),
+            max_open_shards: self.max_open_shards(),
+            ..OpenOptions::default()
+        };
         let dataset = Dataset::open(&self.path, &options)
             .with_context(|| format!("cannot open {}", self.path.display()))?;
         Ok(Arc::new(dataset))
