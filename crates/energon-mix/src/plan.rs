@@ -121,6 +121,14 @@ pub struct PlannedLeaf {
     pub repeats: Option<f64>,
 }
 
+impl PlannedLeaf {
+    /// The leaf's auxiliary sources opened as file stores, by name, in file order (the keyword
+    /// arguments the reference hands to cookers).
+    pub fn aux_stores(&self) -> Result<Vec<(String, Arc<dyn energon_reader::FileStore>)>> {
+        self.leaf.aux.iter().map(|(name, source)| Ok((name.clone(), source.open()?))).collect()
+    }
+}
+
 /// The plan of one split for one rank.
 #[derive(Debug, Clone)]
 pub struct MixPlan {

@@ -10,6 +10,7 @@ use energon_index::{
     INDEX_SQLITE, INFO_JSON, INFO_YAML, NV_META,
     discover::{DatasetKind, classify},
 };
+use energon_reader::{FileStore, SystemFileStore, WebdatasetFileStore};
 
 use super::{FileMap, Metadataset, folder_of, resolve_written};
 use crate::{
@@ -32,6 +33,15 @@ impl AuxSource {
         match self {
             AuxSource::Dataset(p) | AuxSource::Folder(p) => p,
         }
+    }
+
+    /// Opens the source as a file store for cookers: a prepared dataset's members by entry name
+    /// (`<key>.<part>`, located through its `index.sqlite`), or a folder's files by relative path.
+    pub fn open(&self) -> Result<Arc<dyn FileStore>> {
+        Ok(match self {
+            AuxSource::Dataset(path) => Arc::new(WebdatasetFileStore::open(path)?),
+            AuxSource::Folder(path) => Arc::new(SystemFileStore::new(path)),
+        })
     }
 }
 

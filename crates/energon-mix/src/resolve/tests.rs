@@ -658,3 +658,32 @@ fn paths_normalize_lexically() {
     assert_eq!(resolve_written(Path::new("/x/y"), "/abs"), Ok(PathBuf::from("/abs")));
     assert!(resolve_written(Path::new("/x"), "s3://bucket/x").is_err());
 }
+
+#[test]
+fn aux_sources_open_as_file_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("raw")).unwrap();
+    std::fs::write(dir.path().join("raw/notes.txt"), b"hello").unwrap();
+    let mds = write(
+        dir.path(),
+        "aux.yaml",
+        &format!(
+            "{V2}splits:\n  train:\n    path: {}\n    aux:\n      media: {}\n      files: \
+             filesystem://raw\n",
+            ref_small().join("jsonl/data.jsonl").display(),
+            ref_small().display()
+        ),
+    );
+    let split = resolve(&mds, "train").unwrap();
+    let stores: Vec<_> =
+        split.leaves[0].aux.iter().map(|(n, s)| (n.clone(), s.open().unwrap())).collect();
+    assert_eq!(stores[0].0, "media");
+    let (caption, source) = stores[0].1.get("00000042.txt").unwrap();
+    let dataset = energon_reader::Dataset::open(&ref_small(), &Default::default()).unwrap();
+    let raw = dataset.read(42).unwrap().unwrap();
+    assert_eq!(raw.part("txt").unwrap(), &caption);
+    assert_eq!(source.file_names, ["00000042.txt"]);
+    assert_eq!(stores[1].1.get("notes.txt").unwrap().0.as_ref(), b"hello");
+    assert!(stores[1].1.get("missing.txt").is_err());
+    assert!(stores[0].1.get("nope.txt").is_err());
+}
