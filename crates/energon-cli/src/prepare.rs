@@ -99,10 +99,10 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         DatasetKind::Metadataset => {
-            bail!(
-                "{} is a metadataset; building join indexes for metadatasets is not supported yet",
-                path.display()
-            );
+            let report = energon_mix::prepare_metadataset(&path)
+                .with_context(|| format!("while preparing {}", path.display()))?;
+            report.lines().iter().for_each(|line| println!("{line}"));
+            return Ok(ExitCode::SUCCESS);
         }
         DatasetKind::Filesystem => {
             bail!(
