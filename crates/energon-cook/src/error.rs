@@ -10,6 +10,9 @@ pub enum Error {
     /// The worker configuration, the slicing or a random draw was invalid.
     #[error(transparent)]
     Dist(#[from] energon_dist::Error),
+    /// A metadataset could not be resolved or combined.
+    #[error(transparent)]
+    Mix(#[from] energon_mix::Error),
     /// A loader setting is out of range.
     #[error("invalid loader setting {setting} = {value}: {reason}")]
     InvalidSetting {

@@ -17,6 +17,8 @@
 //! to know what a sample is. [`Loader`] runs one pipeline per worker, in the caller's thread or on
 //! worker threads, and hands out their items in torch's round-robin order, which depends on the
 //! pipelines only, never on thread timing. [`LoaderBuilder`] assembles all of it for one dataset.
+//! [`MixLoaderBuilder`] does the same for a metadataset (energon-mix's blends between the leaves
+//! and the shuffle buffer).
 //! Each stage exposes its progress (module [`state`]) for checkpoints.
 //!
 //! # Example
@@ -50,6 +52,7 @@ mod builder;
 mod error;
 mod loader;
 mod map;
+mod mix;
 mod repeat;
 mod restore_key;
 mod shuffle;
@@ -63,6 +66,7 @@ pub use crate::{
     error::{Error, Result},
     loader::{Loaded, Loader, LoaderConfig},
     map::Map,
+    mix::{MixLeaf, MixLoaderBuilder},
     repeat::Repeat,
     restore_key::{KeyPart, RestoreKey},
     shuffle::ShuffleBuffer,

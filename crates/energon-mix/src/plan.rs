@@ -17,7 +17,10 @@ use std::{
 };
 
 use energon_dist::{WorkerConfig, WorkerSlices, rotation_offsets, shard_workers};
-use energon_index::{DATASET_YAML, NV_META, dataset_config::read_dataset_config};
+use energon_index::{
+    DATASET_YAML, NV_META,
+    dataset_config::{DatasetConfig, read_dataset_config},
+};
 use energon_reader::{
     Dataset, JsonlDataset, OpenOptions, PartFilter, RawSample, WebDataset,
     leaf::{LeafConfig, LeafIter, SliceOrder},
@@ -119,6 +122,9 @@ pub struct PlannedLeaf {
     pub blend_weight: f32,
     /// For `blend_epochized`: the repetitions of the leaf per pass, `None` when it is 1.
     pub repeats: Option<f64>,
+    /// Whether the leaf yields crude samples that cookers turn into samples (a JSONL file, or a
+    /// WebDataset whose `dataset.yaml` is `CrudeWebdataset`).
+    pub crude: bool,
 }
 
 impl PlannedLeaf {
@@ -193,6 +199,7 @@ impl MixPlan {
                 leaf_config: open.leaf_config,
                 blend_weight,
                 repeats,
+                crude: open.crude,
             });
         }
         Ok(MixPlan { mode: split.mode, options, worker_config, leaves })
@@ -346,6 +353,7 @@ struct Opened {
     len: u64,
     leaf_config: LeafConfig,
     max_samples_per_sequence: Option<u64>,
+    crude: bool,
 }
 
 fn open_leaf(leaf: ResolvedLeaf, options: &MixOptions) -> Result<Opened> {
@@ -354,6 +362,7 @@ fn open_leaf(leaf: ResolvedLeaf, options: &MixOptions) -> Result<Opened> {
     let mut shuffle_over_epochs = leaf.shuffle_over_epochs;
     let mut max_samples_per_sequence = options.max_samples_per_sequence;
     let mut parallel_shard_iters = options.parallel_shard_iters;
+    let mut crude = false;
     let (data, shard_counts, len) = match &leaf.kind {
         LeafKind::WebDataset => {
             // COMPAT(energon 7.4.1): dataset_config.py:get_dataset_from_config merges dataset.yaml
@@ -374,6 +383,7 @@ fn open_leaf(leaf: ResolvedLeaf, options: &MixOptions) -> Result<Opened> {
             if let Some(p) = overrides.parallel_shard_iters {
                 parallel_shard_iters = p;
             }
+            crude = overrides.crude;
             let open = OpenOptions {
                 split_part: split_part.clone(),
                 split_config,
@@ -388,6 +398,7 @@ fn open_leaf(leaf: ResolvedLeaf, options: &MixOptions) -> Result<Opened> {
         LeafKind::Jsonl => {
             let dataset = JsonlDataset::open(&leaf.path, &PartFilter::All)?;
             let len = dataset.len();
+            crude = true;
             (LeafData::Dataset(Arc::new(Dataset::Jsonl(dataset))), vec![len], len)
         }
         LeafKind::Joined(spec) => {
@@ -422,6 +433,7 @@ fn open_leaf(leaf: ResolvedLeaf, options: &MixOptions) -> Result<Opened> {
         len,
         leaf_config: LeafConfig { order, parallel_slice_iters },
         max_samples_per_sequence,
+        crude,
     })
 }
 
@@ -433,6 +445,7 @@ struct DatasetOverrides {
     shuffle_over_epochs: Option<Option<i64>>,
     max_samples_per_sequence: Option<Option<u64>>,
     parallel_shard_iters: Option<Option<usize>>,
+    crude: bool,
 }
 
 impl DatasetOverrides {
@@ -467,6 +480,7 @@ impl DatasetOverrides {
                 .transpose()
         };
         Ok(DatasetOverrides {
+            crude: matches!(config, DatasetConfig::Crude(_)),
             split_part: string("split_part")?,
             split_config: string("split_config")?,
             shuffle_over_epochs: opt_int("shuffle_over_epochs")?,
