@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 pub use self::{
-    convert::{FieldValue, FromDecoded, IntoFieldValue},
+    convert::{Field, FieldValue, FromDecoded, IntoField, IntoFieldValue},
     types::*,
 };
 use crate::{
@@ -78,5 +78,24 @@ impl Sample {
     /// The sample key (`__key__`).
     pub fn key(&self) -> &str {
         &self.meta().key
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ReaderOptions, SampleReader};
+
+    #[test]
+    fn into_fields_moves_the_fields_in_declaration_order() {
+        let reader =
+            SampleReader::open(&energon_tests::ref_small_dir(), &ReaderOptions::default()).unwrap();
+        let sample = reader.read(0).unwrap().unwrap();
+        let names: Vec<String> = sample.fields().iter().map(|(n, _)| (*n).to_owned()).collect();
+        let (meta, fields) = sample.clone().into_fields();
+        assert_eq!(&meta, sample.meta());
+        assert_eq!(fields.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(), names);
+        assert!(matches!(&fields[0].1, Field::Tensor(t) if t.shape == [32, 32, 3]));
+        assert_eq!(fields[1].1, Field::Text("cat and a large small".to_owned()));
     }
 }

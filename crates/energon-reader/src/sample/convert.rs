@@ -102,6 +102,67 @@ impl<T: IntoFieldValue> IntoFieldValue for Option<T> {
     }
 }
 
+/// An owned field value, for consumers that take a sample apart (the Python bindings hand the
+/// buffers over to numpy without copying them).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Field {
+    /// An optional field left empty (`None`).
+    None,
+    /// A tensor (an image or an array).
+    Tensor(Tensor),
+    /// A string.
+    Text(String),
+    /// An integer.
+    Int(i64),
+    /// A list of strings.
+    Texts(Vec<String>),
+    /// A list of integers.
+    Ints(Vec<i64>),
+    /// A list of tensors.
+    Tensors(Vec<Tensor>),
+    /// A video.
+    Video(Video),
+    /// Any decoded value.
+    Decoded(Decoded),
+    /// A list of decoded values.
+    List(Vec<Decoded>),
+}
+
+/// Turning a typed field into a [`Field`].
+pub trait IntoField {
+    /// The owned value.
+    fn into_field(self) -> Field;
+}
+
+macro_rules! into_field {
+    ($($ty:ty => $variant:ident),* $(,)?) => {
+        $(impl IntoField for $ty {
+            fn into_field(self) -> Field {
+                Field::$variant(self)
+            }
+        })*
+    };
+}
+
+into_field!(
+    Tensor => Tensor,
+    String => Text,
+    i64 => Int,
+    Vec<String> => Texts,
+    Vec<i64> => Ints,
+    Vec<Tensor> => Tensors,
+    Video => Video,
+    Decoded => Decoded,
+    Vec<Decoded> => List,
+);
+
+impl<T: IntoField> IntoField for Option<T> {
+    fn into_field(self) -> Field {
+        self.map_or(Field::None, IntoField::into_field)
+    }
+}
+
 fn what(value: &Decoded) -> String {
     match value {
         Decoded::Json(v) => format!("json {}", crate::decode::json_kind(v)),

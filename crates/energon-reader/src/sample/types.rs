@@ -4,7 +4,7 @@ use crate::{
     decode::{Decoded, Tensor, Video},
     error::Result,
     field_map::FieldSource,
-    sample::{CrudeSample, FieldValue, IntoFieldValue, SampleMeta},
+    sample::{CrudeSample, Field, FieldValue, IntoField, IntoFieldValue, SampleMeta},
 };
 
 /// Declares the sample types: a struct per type (base fields in `meta`, then the type's own
@@ -42,6 +42,11 @@ macro_rules! sample_types {
                 /// The type's own fields (base fields excluded), in declaration order.
                 pub fn fields(&self) -> Vec<(&'static str, FieldValue<'_>)> {
                     vec![$( (stringify!($field), self.$field.view()), )*]
+                }
+
+                /// The base fields and the type's own fields, owned, in declaration order.
+                pub fn into_fields(self) -> (SampleMeta, Vec<(&'static str, Field)>) {
+                    (self.meta, vec![$( (stringify!($field), self.$field.into_field()), )*])
                 }
             }
         )*
@@ -83,6 +88,21 @@ macro_rules! sample_types {
                     $( Sample::$variant(s) => s.fields(), )*
                     Sample::Crude(s) => {
                         s.parts.iter().map(|(n, v)| (n.as_str(), FieldValue::Decoded(v))).collect()
+                    }
+                }
+            }
+
+            /// The base fields and the fields of the sample's type, owned, in declaration
+            /// order; for a crude sample, its parts (field names are then the part names).
+            pub fn into_fields(self) -> (SampleMeta, Vec<(String, Field)>) {
+                match self {
+                    $( Sample::$variant(s) => {
+                        let (meta, fields) = s.into_fields();
+                        (meta, fields.into_iter().map(|(n, v)| (n.to_owned(), v)).collect())
+                    } )*
+                    Sample::Crude(s) => {
+                        let fields = s.parts.into_iter().map(|(n, v)| (n, Field::Decoded(v)));
+                        (s.meta, fields.collect())
                     }
                 }
             }
