@@ -13,15 +13,17 @@ use std::{
 
 use anyhow::Context;
 use clap::Args;
-use energon_cook::{Batch, Keyed, Loaded, LoaderBuilder, RestoreKey};
+use energon_cook::{Batch, Keyed, Loaded, Loader, LoaderBuilder, MixLoaderBuilder, RestoreKey};
 use energon_dist::WorkerConfig;
+use energon_index::discover::{DatasetKind, classify};
+use energon_mix::{LeafSample, MixOptions, MixPlan, ResolveOptions};
 use energon_reader::{Dataset, OpenOptions, RawSample};
 
 /// The loader settings shared by `trace` and `benchmark` (the reference's `WorkerConfig`,
 /// `get_train_dataset`/`get_val_dataset` and `get_loader` arguments).
 #[derive(Debug, Args)]
 pub(crate) struct LoaderArgs {
-    /// Prepared dataset folder, or a JSONL file.
+    /// Prepared dataset folder, JSONL file, or metadataset YAML (trace only).
     pub(crate) path: PathBuf,
     /// Split part to load [default: train, or val with --val].
     #[arg(long)]
@@ -127,6 +129,48 @@ impl LoaderArgs {
     }
 }
 
+impl LoaderArgs {
+    /// Whether the path is a metadataset.
+    pub(crate) fn is_metadataset(&self) -> bool {
+        matches!(classify(&self.path), Ok(DatasetKind::Metadataset))
+    }
+
+    /// A metadataset loader builder with these settings (`--shuffle-over-epochs` is the outermost
+    /// `shuffle_over_epochs_multiplier`), turning samples into `T` with `load`.
+    pub(crate) fn mix_builder<T, L>(&self, load: L) -> anyhow::Result<MixLoaderBuilder<T>>
+    where
+        T: Send + 'static,
+        L: Fn(LeafSample) -> energon_cook::Result<Option<T>> + Send + Sync + 'static,
+    {
+        let worker_config = WorkerConfig::new(self.rank, self.world_size, self.num_workers)?
+            .with_seed_offset(self.seed_offset);
+        let resolve = ResolveOptions {
+            shuffle_over_epochs_multiplier: Some(self.shuffle_over_epochs),
+            subflavors: None,
+        };
+        let split = energon_mix::resolve_path(&self.path, &self.split_part(), &resolve)
+            .with_context(|| format!("cannot open {}", self.path.display()))?;
+        let options = MixOptions {
+            training: !self.val,
+            repeat: true,
+            max_samples_per_sequence: self.max_samples_per_sequence,
+            parallel_shard_iters: self.parallel_shard_iters,
+        };
+        let plan = MixPlan::new(split, worker_config, options)
+            .with_context(|| format!("cannot open {}", self.path.display()))?;
+        Ok(MixLoaderBuilder::new(plan, load)
+            // COMPAT(energon 7.4.1): crude leaves are cooked in a map stage of their own.
+            .cook(|x| Ok(Some(x)))
+            .shuffle_buffer_size(self.shuffle_buffer_size)
+            .batch_size((self.batch_size > 0).then_some(self.batch_size))
+            .drop_last(self.drop_last)
+            .prefetch_factor(self.prefetch_factor))
+    }
+}
+
+/// The key loaders of `trace`: of samples (no batching) or of batches.
+type KeyLoaders = (Option<Loader<Keyed<String>>>, Option<Loader<Keyed<Batch<String>>>>);
+
 /// Flags of `energon trace`.
 #[derive(Debug, Args)]
 pub(crate) struct TraceArgs {
@@ -149,12 +193,33 @@ struct Traced<'a> {
 }
 
 pub(crate) fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
-    let dataset = args.loader.open()?;
-    let builder = args.loader.builder(dataset, |raw| Ok(Some(raw.key)))?;
+    let batched = args.loader.batch_size > 0;
+    // The loader is built (and its settings checked) even when nothing is to be printed.
+    let (epoch, (samples, batches)): (u64, KeyLoaders) = if args.loader.is_metadataset() {
+        let builder = args.loader.mix_builder(|s: LeafSample| Ok(Some(s.key().to_owned())))?;
+        let plan = builder.plan();
+        let epoch = (0..plan.worker_config.n_local_workers()).map(|w| plan.len_worker(w)).sum();
+        let loaders = if batched {
+            (None, Some(builder.build_batches()?))
+        } else {
+            (Some(builder.build_samples()?), None)
+        };
+        (epoch, loaders)
+    } else {
+        let dataset = args.loader.open()?;
+        let builder = args.loader.builder(dataset, |raw| Ok(Some(raw.key)))?;
+        let epoch = builder.worker_slices()?.iter().map(|s| s.n_samples()).sum();
+        let loaders = if batched {
+            (None, Some(builder.build_batches()?))
+        } else {
+            (Some(builder.build_samples()?), None)
+        };
+        (epoch, loaders)
+    };
     let limit = match args.limit {
         Some(limit) => limit,
         None if args.loader.val => u64::MAX,
-        None => builder.worker_slices()?.iter().map(|s| s.n_samples()).sum(),
+        None => epoch,
     };
     let mut out = BufWriter::new(io::stdout().lock());
     let mut printed = 0u64;
@@ -176,12 +241,10 @@ pub(crate) fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         printed += 1;
         Ok(printed < limit)
     };
-    // The loader is built (and its settings checked) even when nothing is to be printed.
-    if args.loader.batch_size == 0 {
-        let loader = builder.build_samples()?;
-        if limit == 0 {
-            return Ok(ExitCode::SUCCESS);
-        }
+    if limit == 0 {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(loader) = samples {
         for (batch, item) in loader.enumerate() {
             let Loaded { worker, value: Keyed { restore_key, value } } = item?;
             let sample =
@@ -190,11 +253,7 @@ pub(crate) fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
                 break;
             }
         }
-    } else {
-        let loader = builder.build_batches()?;
-        if limit == 0 {
-            return Ok(ExitCode::SUCCESS);
-        }
+    } else if let Some(loader) = batches {
         'batches: for (batch, item) in loader.enumerate() {
             let Loaded { worker, value: Keyed { value: Batch { samples }, .. } } = item?;
             for Keyed { restore_key, value } in &samples {
