@@ -1,4 +1,44 @@
-//! Metadatasets and blending: resolves metadataset YAML trees into weighted or epochized leaves.
+//! Metadatasets: training mixtures of datasets described in YAML, resolved and blended exactly as
+//! megatron-energon 7.4.1 does it, so a mixture yields the same samples in the same order.
+//!
+//! # Brief overview
+//!
+//! - [`grammar`]: the file format (`MetadatasetV2` with `blend`, `blend_epochized`, `join` and
+//!   `path` nodes; the V1 `Metadataset`), read strictly: a mistake is an error naming the file and
+//!   the YAML path of the node (`splits.train.blend[1].weight`).
+//! - [`Metadataset`] / [`resolve_path`]: load a file and its nested files (paths checked, cycles
+//!   refused) and resolve one split into a flat list of [`ResolvedLeaf`]s with their effective
+//!   split part, weight or repetitions, subflavors, `shuffle_over_epochs`, subset and aux sources.
+//! - [`join`]: join indexes (`<file>.cache/join_index_<sha256>.bin`), built by
+//!   [`prepare_metadataset`] (`energon prepare META.yaml`), and [`join::JoinedDataset`], which
+//!   reads the samples of every joined dataset for one key.
+//! - [`MixPlan`]: the leaves opened and sliced over the workers of one rank (rotation offsets,
+//!   subsets, float32 blend weights); [`MixPlan::build_worker`] assembles one worker's [`Mix`].
+//! - [`Repeat`], [`Blend`], [`Concat`], [`Mix`]: the per-worker combining stages, explicit state
+//!   machines generic over their items ([`Source`], [`Tag`]); their progress is savable
+//!   ([`state`]).
+//!
+//! # Example
+//!
+//! ```
+//! use std::path::Path;
+//! use energon_dist::WorkerConfig;
+//! use energon_mix::{Metadataset, MixOptions, MixPlan, ResolveOptions, Source};
+//!
+//! // A blend of the shared fixture (weights 2 and 1.5, one with a subset) and its JSONL file (1).
+//! let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mds/blend.yaml");
+//! let split = Metadataset::load(&path)?.resolve("train", &ResolveOptions::default())?;
+//! let weights: Vec<f64> = split.leaves.iter().map(|l| l.weight.unwrap()).collect();
+//! assert_eq!(weights, [2.0 / 4.5, 1.0 / 4.5, 1.5 / 4.5]);
+//!
+//! // Rank 0 of 1 without worker processes; the first sample is the reference's.
+//! let plan = MixPlan::new(split, WorkerConfig::new(0, 1, 0)?, MixOptions::default())?;
+//! let mut worker = plan.sample_worker(0)?;
+//! let first = worker.next()?.expect("training never ends");
+//! assert_eq!(first.value.key(), "00000150");
+//! assert_eq!(first.restore_key(), "('BlendDataset', 0, 'Webdataset', 150)");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(missing_docs)]
 
 mod error;
