@@ -45,8 +45,10 @@ pub struct Loaded<I> {
     pub value: I,
 }
 
-/// Iterates the items of one pass of every worker pipeline in round-robin order. See the
-/// [module docs](self).
+/// Iterates the items of one pass of every worker pipeline in round-robin order: worker 0's
+/// first item, worker 1's first, ..., worker 0's second, and so on, each worker at most
+/// `prefetch_factor` items ahead; a worker whose pass has ended is skipped. The order depends on
+/// the pipelines only, never on thread timing.
 ///
 /// After an error (from a pipeline, or a worker thread that panicked) the loader yields nothing
 /// more. Dropping the loader stops the worker threads.
