@@ -261,8 +261,7 @@ impl MixPlan {
             let iter = LeafIter::new(slices, config, rng).map_err(Error::from)?;
             sources.push(make_leaf(i, leaf, iter)?);
         }
-        let total: u64 = sources.iter().map(Source::len_worker).sum();
-        if self.options.training && total == 0 {
+        if self.options.training && !sources.iter().any(Source::has_samples) {
             return Err(Error::EmptyWorker {
                 rank: cfg.rank(),
                 worker,

@@ -40,6 +40,14 @@ pub trait Source {
     /// repetition cuts its last pass after `floor(len_worker * fraction)` items, and a child
     /// without samples gets blend weight 0.
     fn len_worker(&self) -> u64;
+
+    /// Whether the stream has samples on this worker at all (the reference's
+    /// `worker_has_samples`): a blend gives a child without samples weight 0 and never draws it.
+    /// This differs from `len_worker() > 0` for a fractional repetition whose cut rounds down
+    /// to 0: it has samples, and a blend draws it (to find it exhausted).
+    fn has_samples(&self) -> bool {
+        self.len_worker() > 0
+    }
 }
 
 impl<S: Source + ?Sized> Source for Box<S> {
@@ -52,6 +60,10 @@ impl<S: Source + ?Sized> Source for Box<S> {
 
     fn len_worker(&self) -> u64 {
         (**self).len_worker()
+    }
+
+    fn has_samples(&self) -> bool {
+        (**self).has_samples()
     }
 }
 

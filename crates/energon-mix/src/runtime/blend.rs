@@ -48,7 +48,7 @@ where
                 reason: "every weight must be positive and finite".to_owned(),
             });
         }
-        if children.iter().all(|c| c.len_worker() == 0) {
+        if !children.iter().any(Source::has_samples) {
             return Err(Error::InvalidOption {
                 option: "blend",
                 value: format!("{} children", children.len()),
@@ -103,7 +103,7 @@ where
     fn start_pass(&mut self) -> Vec<f32> {
         let mut weights = self.weights.clone();
         for (i, child) in self.children.iter().enumerate() {
-            if child.len_worker() == 0 {
+            if !child.has_samples() {
                 self.exhausted[i] = true;
             }
             if self.exhausted[i] {
@@ -156,5 +156,9 @@ where
 
     fn len_worker(&self) -> u64 {
         self.children.iter().map(Source::len_worker).sum()
+    }
+
+    fn has_samples(&self) -> bool {
+        self.children.iter().any(Source::has_samples)
     }
 }

@@ -79,4 +79,8 @@ where
     fn len_worker(&self) -> u64 {
         self.children.iter().map(Source::len_worker).sum()
     }
+
+    fn has_samples(&self) -> bool {
+        self.children.iter().any(Source::has_samples)
+    }
 }

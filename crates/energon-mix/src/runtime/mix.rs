@@ -134,4 +134,13 @@ where
             Mix::Concat(concat) => concat.len_worker(),
         }
     }
+
+    fn has_samples(&self) -> bool {
+        match self {
+            Mix::Leaf(leaf) => leaf.has_samples(),
+            Mix::Repeat(repeat) => repeat.has_samples(),
+            Mix::Blend(blend) => blend.has_samples(),
+            Mix::Concat(concat) => concat.has_samples(),
+        }
+    }
 }

@@ -107,7 +107,7 @@ impl<S: Source> Source for Repeat<S> {
                     let mut stop = None;
                     match self.repeats {
                         None => {
-                            if self.inner.len_worker() == 0 {
+                            if !self.inner.has_samples() {
                                 return Err(Error::NothingToRepeat { len_worker: 0 }.into());
                             }
                         }
@@ -169,5 +169,9 @@ impl<S: Source> Source for Repeat<S> {
             // The reference's `int(len_worker * repeats)`.
             Some(repeats) => (self.inner.len_worker() as f64 * repeats) as u64,
         }
+    }
+
+    fn has_samples(&self) -> bool {
+        self.inner.has_samples()
     }
 }

@@ -228,3 +228,20 @@ fn mismatched_states_are_refused() {
     };
     assert!(mix.restore(&state).is_err());
 }
+
+#[test]
+fn a_fraction_cut_to_nothing_still_has_samples_and_is_drawn() {
+    // floor(5 * 0.1) = 0: the repetition yields nothing, but the leaf has samples, so the blend
+    // gives it its weight and spends one draw per pass to find it exhausted (as the reference).
+    let tiny = Repeat::times(Mix::Leaf(leaf(0, 5, 5, 0)), 0.1).unwrap();
+    assert_eq!((tiny.len_worker(), tiny.has_samples()), (0, true));
+    let children = vec![Mix::Repeat(Box::new(tiny)), Mix::Leaf(leaf(1, 3, 3, 0))];
+    let rng = WorkerConfig::new(0, 1, 0).unwrap().worker_rng(0).unwrap();
+    let mut blend = Blend::new(children, vec![1.0, 1.0], rng.clone()).unwrap();
+    assert_eq!(counts(&passes(&mut blend, 1)), [3]);
+    let mut expected = rng;
+    for _ in 0..5 {
+        expected.next_u32();
+    }
+    assert_eq!(blend.state().rng, expected.state());
+}

@@ -31,6 +31,10 @@ for mds in blend epochized nested v1; do
   trace "$mds" "$here/mds/$mds.yaml" 3 2 2 1 10
 done
 
+# A fractional repetition whose cut rounds down to 0 samples on some workers: such a leaf still
+# has samples, so the blend draws it once per pass to find it exhausted.
+K=300 trace tiny "$here/mds/tiny.yaml" 2 0 2 4
+
 # A join of the fixture with a generated dataset of the same keys (5 shards of 40), prepared by
 # energon-rs and joined by the reference (the golden test rebuilds the same datasets).
 tmp="$(mktemp -d)"

@@ -1,5 +1,5 @@
 //! Sample orders recorded from the reference loader (`tests/data/traces/`, written by
-//! `tests/data/make_traces.sh`): the first 700 keys of one rank, batch size 1, no shuffle buffer,
+//! `tests/data/make_traces.sh`): the first keys of one rank, batch size 1, no shuffle buffer,
 //! workers interleaved round robin as torch's DataLoader does.
 
 use std::{fs, path::Path};
@@ -87,11 +87,11 @@ fn trace(path: &Path, case: &Case, n: usize) -> Vec<String> {
 #[test]
 fn blends_yield_the_reference_order() {
     let cases: Vec<Case> = cases().into_iter().filter(|c| c.mds != "join").collect();
-    assert_eq!(cases.len(), 16);
+    assert_eq!(cases.len(), 17);
     for case in &cases {
         let path = data("mds").join(format!("{}.yaml", case.mds));
         let got = trace(&path, case, case.keys.len());
-        assert_eq!(case.keys.len(), 700);
+        assert!(case.keys.len() >= 300, "{case:?}");
         if let Some(i) = got.iter().zip(&case.keys).position(|(a, b)| a != b) {
             panic!(
                 "{case:?} differs at {i}: got {:?}, expected {:?}",
