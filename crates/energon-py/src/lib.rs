@@ -1,10 +1,47 @@
 //! Python bindings: the native module `energon_rs._native`.
+//!
+//! The public API is the Python package `energon_rs` (in `python/`), which wraps these private
+//! classes: [`dataset::Reader`] (random access), [`dataset::DatasetSpec`] (a dataset with its
+//! pipeline settings), [`loader::PyLoader`] (iteration over the Rust loader) and the exception
+//! hierarchy of [`errors`]. Each method converts its arguments, calls into the Rust crates with
+//! the GIL released, and converts the result.
+
+mod buffer;
+mod convert;
+mod dataset;
+mod errors;
+mod hooks;
+mod loader;
+mod sample;
 
 use pyo3::prelude::*;
+
+/// The worker seed of local worker `local_worker_id` (the reference's `WorkerConfig.worker_seed`).
+#[pyfunction]
+#[pyo3(signature = (rank, world_size, num_workers, seed_offset = 0, local_worker_id = 0))]
+fn worker_seed(
+    rank: usize,
+    world_size: usize,
+    num_workers: usize,
+    seed_offset: i64,
+    local_worker_id: usize,
+) -> PyResult<u32> {
+    let config = energon_dist::WorkerConfig::new(rank, world_size, num_workers)
+        .map_err(|e| errors::to_py_err(&e))?
+        .with_seed_offset(seed_offset);
+    let seed = config.worker_seed(local_worker_id).map_err(|e| errors::to_py_err(&e))?;
+    Ok(seed.get())
+}
 
 /// The native extension module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    m.add_class::<buffer::Buffer>()?;
+    m.add_class::<dataset::Reader>()?;
+    m.add_class::<dataset::DatasetSpec>()?;
+    m.add_class::<loader::PyLoader>()?;
+    m.add_function(wrap_pyfunction!(worker_seed, m)?)?;
     Ok(())
 }

@@ -1,0 +1,421 @@
+"""Datasets and loaders: `get_train_dataset`, `get_val_dataset`, `get_loader`,
+`get_savable_loader`, with the reference's names and defaults.
+
+A dataset is cheap: it holds the opened dataset and the pipeline settings. A loader runs the
+Rust pipeline (with `worker_config.num_workers` worker threads) and yields samples or batches in
+exactly the reference's order. Iterating never holds the GIL while waiting, and Ctrl-C
+interrupts a wait.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, Iterator, Optional, Union
+
+from . import _native
+from .task_encoder import DefaultTaskEncoder, TaskEncoder, _hooks
+from .worker import WorkerConfig
+
+__all__ = [
+    "BasicDataLoader",
+    "Dataset",
+    "SavableDataLoader",
+    "get_loader",
+    "get_savable_loader",
+    "get_train_dataset",
+    "get_val_dataset",
+    "load_dataset",
+]
+
+_STATE_FORMAT = "energon-rs-loader-state"
+_STATE_VERSION = 1
+
+
+class Dataset:
+    """A dataset with its pipeline settings, as `get_train_dataset` / `get_val_dataset` make it.
+
+    Iterating it directly runs a loader in this process; `get_loader` is the usual way."""
+
+    def __init__(self, spec: Any, worker_config: WorkerConfig, config: dict) -> None:
+        self._spec = spec
+        self.worker_config = worker_config
+        self._config = config
+
+    @property
+    def sample_type(self) -> str:
+        """The reference's class name of the samples (`CaptioningSample`, ...)."""
+        return self._spec.sample_type
+
+    def worker_sample_counts(self) -> list[int]:
+        """Samples each local worker of this rank reads in one pass."""
+        return self._spec.worker_sample_counts()
+
+    def __len__(self) -> int:
+        return sum(self.worker_sample_counts())
+
+    def config(self) -> dict:
+        """The settings the dataset was built with."""
+        return dict(self._config)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(_native._Loader(self._spec))
+
+    def __repr__(self) -> str:
+        return f"Dataset({self._config!r})"
+
+
+def _dataset(
+    path: Union[str, os.PathLike],
+    *,
+    split_part: str,
+    worker_config: WorkerConfig,
+    training: bool,
+    batch_size: Optional[int],
+    batch_drop_last: bool,
+    packing_buffer_size: Optional[int],
+    shuffle_buffer_size: Optional[int],
+    max_samples_per_sequence: Optional[int],
+    virtual_epoch_length: int,
+    shuffle_over_epochs_multiplier: Optional[int],
+    task_encoder: TaskEncoder,
+    torch: bool,
+    kwargs: dict,
+) -> Dataset:
+    if worker_config is None:
+        raise ValueError("worker_config is required")
+    if packing_buffer_size is not None:
+        raise NotImplementedError("packing (packing_buffer_size) is not supported by energon_rs yet")
+    if virtual_epoch_length:
+        raise NotImplementedError("virtual_epoch_length is not supported by energon_rs yet")
+    decoder = task_encoder.decoder
+    for name in ("auto_decode", "image_decode", "av_decode", "video_decode_audio", "handler"):
+        if name in kwargs:
+            warnings.warn(f"{name} is deprecated; set task_encoder.decoder", DeprecationWarning)
+    if "image_decode" in kwargs:
+        from .task_encoder import SampleDecoder
+
+        decoder = SampleDecoder(image_decode=kwargs.pop("image_decode"))
+    if kwargs.pop("auto_decode", True) is False:
+        decoder = None
+    for name in ("av_decode", "video_decode_audio", "handler"):
+        kwargs.pop(name, None)
+    split_config = kwargs.pop("split_config", None)
+    dataset_config = kwargs.pop("dataset_config", None)
+    parallel_shard_iters = kwargs.pop("parallel_shard_iters", None)
+    shuffle_over_epochs = kwargs.pop("shuffle_over_epochs", None)
+    kwargs.pop("sample_type", None)
+    if kwargs:
+        raise TypeError(f"unexpected keyword arguments: {sorted(kwargs)}")
+    if shuffle_over_epochs is None:
+        shuffle_over_epochs = shuffle_over_epochs_multiplier if training else 1
+    spec = _native._DatasetSpec(
+        os.fspath(path),
+        split_part=split_part,
+        rank=worker_config.rank,
+        world_size=worker_config.world_size,
+        num_workers=worker_config.num_workers,
+        seed_offset=worker_config.seed_offset,
+        training=training,
+        batch_size=batch_size,
+        drop_last=batch_drop_last,
+        shuffle_buffer_size=shuffle_buffer_size,
+        max_samples_per_sequence=max_samples_per_sequence,
+        parallel_shard_iters=parallel_shard_iters,
+        shuffle_over_epochs=shuffle_over_epochs if shuffle_over_epochs is not None else 1,
+        image_decode=None if decoder is None else decoder.image_decode,
+        guess_content=False if decoder is None else decoder.guess_content,
+        split_config=split_config,
+        dataset_config=dataset_config,
+        hooks=_hooks(task_encoder, worker_config, torch),
+    )
+    config = {
+        "path": os.fspath(path),
+        "split_part": split_part,
+        "training": training,
+        "batch_size": batch_size,
+        "batch_drop_last": batch_drop_last,
+        "shuffle_buffer_size": shuffle_buffer_size,
+        "max_samples_per_sequence": max_samples_per_sequence,
+        "parallel_shard_iters": parallel_shard_iters,
+        "shuffle_over_epochs": shuffle_over_epochs,
+        "rank": worker_config.rank,
+        "world_size": worker_config.world_size,
+        "num_workers": worker_config.num_workers,
+        "seed_offset": worker_config.seed_offset,
+        "torch": torch,
+    }
+    return Dataset(spec, worker_config, config)
+
+
+def get_train_dataset(
+    path: Union[str, os.PathLike],
+    *,
+    split_part: str = "train",
+    worker_config: WorkerConfig,
+    batch_size: Optional[int],
+    batch_drop_last: bool = False,
+    packing_buffer_size: Optional[int] = None,
+    shuffle_buffer_size: Optional[int],
+    max_samples_per_sequence: Optional[int],
+    virtual_epoch_length: int = 0,
+    shuffle_over_epochs_multiplier: Optional[int] = 1,
+    task_encoder: Optional[TaskEncoder] = None,
+    repeat: bool = True,
+    torch: bool = False,
+    **kwargs: Any,
+) -> Dataset:
+    """The training pipeline of a prepared dataset (or JSONL file): shuffled slices repeated
+    forever, the shuffle buffer, the task encoder, batches.
+
+    `torch=True` hands tensors out as `torch.Tensor`s (sharing the Rust buffers) instead of
+    numpy arrays."""
+    if not repeat:
+        raise NotImplementedError("repeat=False is not supported by energon_rs yet")
+    return _dataset(
+        path,
+        split_part=split_part,
+        worker_config=worker_config,
+        training=True,
+        batch_size=batch_size,
+        batch_drop_last=batch_drop_last,
+        packing_buffer_size=packing_buffer_size,
+        shuffle_buffer_size=shuffle_buffer_size,
+        max_samples_per_sequence=max_samples_per_sequence,
+        virtual_epoch_length=virtual_epoch_length,
+        shuffle_over_epochs_multiplier=shuffle_over_epochs_multiplier,
+        task_encoder=task_encoder if task_encoder is not None else DefaultTaskEncoder(),
+        torch=torch,
+        kwargs=kwargs,
+    )
+
+
+def get_val_dataset(
+    path: Union[str, os.PathLike],
+    *,
+    split_part: str = "val",
+    worker_config: WorkerConfig,
+    batch_size: Optional[int],
+    batch_drop_last: bool = False,
+    packing_buffer_size: Optional[int] = None,
+    limit: Optional[int] = None,
+    task_encoder: Optional[TaskEncoder] = None,
+    torch: bool = False,
+    **kwargs: Any,
+) -> Dataset:
+    """The validation pipeline: slices in order, one pass, no shuffling."""
+    if limit is not None:
+        raise NotImplementedError("limit is not supported by energon_rs yet")
+    return _dataset(
+        path,
+        split_part=split_part,
+        worker_config=worker_config,
+        training=False,
+        batch_size=batch_size,
+        batch_drop_last=batch_drop_last,
+        packing_buffer_size=packing_buffer_size,
+        shuffle_buffer_size=None,
+        max_samples_per_sequence=kwargs.pop("max_samples_per_sequence", None),
+        virtual_epoch_length=0,
+        shuffle_over_epochs_multiplier=None,
+        task_encoder=task_encoder if task_encoder is not None else DefaultTaskEncoder(),
+        torch=torch,
+        kwargs=kwargs,
+    )
+
+
+class BasicDataLoader:
+    """Iterates a dataset with the Rust loader's worker threads.
+
+    The loader starts at the first iteration; later `iter()` calls continue the same stream (as
+    the reference's persistent workers do)."""
+
+    def __init__(self, dataset: Dataset, prefetch_factor: int = 2) -> None:
+        self.dataset = dataset
+        self.worker_config = dataset.worker_config
+        self._prefetch_factor = prefetch_factor
+        self._native: Any = None
+        self._skip = 0
+        self._n_items = 0
+
+    def _loader(self) -> Any:
+        if self._native is None:
+            self._native = _native._Loader(
+                self.dataset._spec, prefetch_factor=self._prefetch_factor, skip=self._skip
+            )
+        return self._native
+
+    def __iter__(self) -> Iterator[Any]:
+        loader = self._loader()
+        for item in loader:
+            self._n_items += 1
+            yield item
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def close(self) -> None:
+        """Stops the worker threads (also done when the loader is garbage collected)."""
+        if self._native is not None:
+            self._native.close()
+
+
+class SavableDataLoader(BasicDataLoader):
+    """A loader whose position can be saved and restored.
+
+    The state is a small dict (JSON-compatible): the dataset's settings and the number of items
+    handed out. Restoring rebuilds the pipeline and skips that many items, so the sequence
+    continues exactly where it stopped (the items skipped are read again, not converted)."""
+
+    def save_state_rank(self) -> dict:
+        """This rank's state."""
+        return {
+            "format": _STATE_FORMAT,
+            "version": _STATE_VERSION,
+            "config": self.dataset.config(),
+            "n_items": self._skip + self._n_items,
+        }
+
+    def restore_state_rank(self, state: Optional[dict]) -> None:
+        """Restores a state of `save_state_rank`; must be called before iterating."""
+        if state is None:
+            return
+        if self._native is not None:
+            raise _native.CheckpointError("restore_state_rank must be called before iterating")
+        if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
+            raise _native.CheckpointError("not an energon_rs loader state")
+        if state.get("version") != _STATE_VERSION:
+            raise _native.IncompatibleFormatError(
+                f"loader state version {state.get('version')} is not supported "
+                f"(this energon_rs reads version {_STATE_VERSION})"
+            )
+        mine = self.dataset.config()
+        theirs = state.get("config", {})
+        differing = sorted(k for k in mine if k != "path" and mine.get(k) != theirs.get(k))
+        if differing:
+            raise _native.CheckpointError(
+                f"the state was saved with other settings: {', '.join(differing)}"
+            )
+        self._skip = int(state["n_items"])
+        self._n_items = 0
+
+    def save_state_global(self, global_dst_rank: int) -> Optional[list]:
+        """Gathers every data-parallel rank's state on `global_dst_rank` (a list indexed by rank
+        there, `None` elsewhere); without `torch.distributed`, this rank's state in a list."""
+        state = self.save_state_rank()
+        dist = _distributed()
+        if dist is None:
+            return [state]
+        group = self.worker_config.data_parallel_group
+        states: Optional[list] = None
+        if dist.get_rank() == global_dst_rank:
+            states = [None] * dist.get_world_size(group)
+        dist.gather_object(state, states, dst=global_dst_rank, group=group)
+        return states
+
+    def restore_state_global(self, state: Optional[list], src_rank: Optional[int] = None) -> None:
+        """Restores from the list of `save_state_global`: every rank passes it, or only
+        `src_rank` does and it is scattered."""
+        dist = _distributed()
+        rank = self.worker_config.rank
+        if src_rank is None or dist is None:
+            if state is None:
+                raise _native.CheckpointError("restore_state_global needs the list of states")
+            self.restore_state_rank(state[rank])
+            return
+        group = self.worker_config.data_parallel_group
+        out: list = [None]
+        dist.scatter_object_list(out, state, src=src_rank, group=group)
+        self.restore_state_rank(out[0])
+
+    # Deprecated aliases of the reference.
+    def save_state(self, dst_rank: int) -> Optional[list]:
+        """Deprecated alias of `save_state_global`."""
+        return self.save_state_global(dst_rank)
+
+    def restore_state(self, state: Optional[list]) -> None:
+        """Deprecated alias of `restore_state_global`."""
+        self.restore_state_global(state)
+
+
+def _distributed() -> Any:
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return None
+    if dist.is_available() and dist.is_initialized():
+        return dist
+    return None
+
+
+def get_loader(
+    dataset: Dataset,
+    *,
+    prefetch_factor: int = 2,
+    cache_pool: Any = None,
+    watchdog_timeout_seconds: Optional[float] = 60,
+    watchdog_initial_timeout_seconds: Optional[float] = None,
+    fail_on_timeout: bool = False,
+) -> BasicDataLoader:
+    """A loader over the dataset's pipeline with `worker_config.num_workers` Rust worker
+    threads (0: in one background thread). The watchdog arguments are accepted and ignored."""
+    if cache_pool is not None:
+        raise NotImplementedError("cache pools are not supported by energon_rs yet")
+    return BasicDataLoader(dataset, prefetch_factor=prefetch_factor)
+
+
+def get_savable_loader(
+    dataset: Dataset,
+    *,
+    worker_config: Optional[WorkerConfig] = None,
+    checkpoint_every_sec: float = 60,
+    checkpoint_every_min_n_samples: Optional[int] = None,
+    n_checkpoints: Optional[int] = None,
+    gc_collect_every_n_steps: int = 10,
+    prefetch_factor: int = 2,
+    cache_pool: Any = None,
+    watchdog_timeout_seconds: Optional[float] = 60,
+    watchdog_initial_timeout_seconds: Optional[float] = None,
+    fail_on_timeout: bool = False,
+) -> SavableDataLoader:
+    """A loader whose state can be saved and restored (see `SavableDataLoader`)."""
+    if worker_config is not None and worker_config != dataset.worker_config:
+        raise ValueError("worker_config must equal the dataset's")
+    if cache_pool is not None:
+        raise NotImplementedError("cache pools are not supported by energon_rs yet")
+    return SavableDataLoader(dataset, prefetch_factor=prefetch_factor)
+
+
+class _LoadedDataset:
+    """A dataset loaded by path (`load_dataset`), for random access to its samples."""
+
+    def __init__(self, path: str, kwargs: dict) -> None:
+        self.path = path
+        self._kwargs = kwargs
+
+    def reader(self, split_part: str = "train", *, torch: bool = False, **kwargs: Any) -> Any:
+        """Random access to the samples of one split part (`len()`, `read(i)`)."""
+        return _Reader(self.path, split_part=split_part, torch=torch, **{**self._kwargs, **kwargs})
+
+
+class _Reader:
+    def __init__(self, path: str, *, split_part: str, torch: bool, **kwargs: Any) -> None:
+        self._native = _native._Reader(path, split_part=split_part, **kwargs)
+        self._torch = torch
+
+    @property
+    def sample_type(self) -> str:
+        return self._native.sample_type
+
+    def __len__(self) -> int:
+        return len(self._native)
+
+    def __getitem__(self, index: int) -> Any:
+        if index < 0:
+            index += len(self)
+        return self._native.read(index, torch=self._torch)
+
+
+def load_dataset(path: Union[str, os.PathLike], **kwargs: Any) -> _LoadedDataset:
+    """Loads a prepared dataset (or JSONL file) by path; metadatasets are not supported yet."""
+    return _LoadedDataset(os.fspath(path), kwargs)

@@ -1,0 +1,228 @@
+"""The sample types of `megatron.energon` as dataclasses with the same field names.
+
+Samples coming out of energon_rs are instances of these classes (crude samples are
+`CrudeSample` dicts). Images and arrays are numpy arrays that own Rust buffers (no copy was
+made; `torch.from_numpy` shares them), or torch tensors when the dataset was built with
+`torch=True`. Undecoded parts are read-only `memoryview`s over the shard's bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Optional, TypeVar, Union
+
+__all__ = [
+    "AudioData",
+    "Batch",
+    "CaptioningSample",
+    "CrudeSample",
+    "ImageClassificationSample",
+    "ImageSample",
+    "InterleavedSample",
+    "MultiChoiceVQASample",
+    "OCRSample",
+    "RawVideo",
+    "Sample",
+    "SimilarityInterleavedSample",
+    "SourceInfo",
+    "TextSample",
+    "VQAOCRSample",
+    "VQASample",
+    "VidQASample",
+]
+
+T = TypeVar("T", bound="Sample")
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """Where a sample came from: the dataset, the sample index (or the file name looked up), the
+    shard and the member names read."""
+
+    dataset_path: str
+    index: Union[str, int]
+    shard_name: str
+    file_names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AudioData:
+    """Decoded audio: float32 samples in [-1, 1] of shape (channels, frames), and the rate."""
+
+    samples: Any
+    sample_rate: int
+
+
+@dataclass(frozen=True)
+class RawVideo:
+    """A video part, not decoded: its container format and its bytes (a memoryview)."""
+
+    format: str
+    data: memoryview
+
+
+@dataclass(kw_only=True)
+class Sample:
+    """Base of every sample type (the reference's `Sample`)."""
+
+    #: Uniquely identifies the sample in its dataset.
+    __key__: str
+    #: How to read the sample again: `("Webdataset", index)`, wrapped by the pipeline stages.
+    __restore_key__: tuple[Union[str, int, tuple], ...]
+    #: The dataset's subflavors, if any.
+    __subflavors__: Optional[dict[str, Any]] = None
+    #: Where the sample's parts came from.
+    __sources__: Optional[tuple[SourceInfo, ...]] = None
+
+    @classmethod
+    def derive_from(cls: type[T], base_sample: "Sample", **kwargs: Any) -> T:
+        """A new sample of this class with the base fields of `base_sample` and `kwargs`."""
+        base = {f.name: getattr(base_sample, f.name) for f in dataclasses.fields(Sample)}
+        return cls(**base, **kwargs)
+
+    @classmethod
+    def from_joined(cls: type[T], *args: Optional["Sample"], **kwargs: Any) -> T:
+        """A sample of this class from joined samples: the primary's base fields, later samples'
+        own fields overriding earlier ones, sources merged."""
+        samples = [s for s in args if s is not None]
+        if not samples:
+            raise ValueError("from_joined needs at least one sample")
+        base_names = {f.name for f in dataclasses.fields(Sample)}
+        fields: dict[str, Any] = {}
+        sources: list[SourceInfo] = []
+        for s in samples:
+            for f in dataclasses.fields(s):
+                if f.name not in base_names:
+                    fields[f.name] = getattr(s, f.name)
+            sources.extend(s.__sources__ or ())
+        primary = samples[0]
+        fields.update(kwargs)
+        return cls(
+            __key__=primary.__key__,
+            __restore_key__=primary.__restore_key__,
+            __subflavors__=primary.__subflavors__,
+            __sources__=tuple(sources),
+            **fields,
+        )
+
+
+Batch = Sample
+"""Batches are samples of the same type whose fields hold lists or stacked arrays."""
+
+
+class CrudeSample(dict):
+    """A crude sample: a dict of the decoded parts plus `__key__`, `__shard__`,
+    `__restore_key__`, `__subflavors__` and `__sources__`, for cookers to turn into a typed
+    sample."""
+
+
+@dataclass(kw_only=True)
+class CaptioningSample(Sample):
+    """An image with a caption."""
+
+    image: Any
+    caption: Any
+
+
+@dataclass(kw_only=True)
+class ImageSample(Sample):
+    """An image."""
+
+    image: Any
+
+
+@dataclass(kw_only=True)
+class ImageClassificationSample(Sample):
+    """An image with a class label."""
+
+    image: Any
+    label: Optional[Any] = None
+    label_name: Optional[Any] = None
+
+
+@dataclass(kw_only=True)
+class InterleavedSample(Sample):
+    """A sequence of images and texts."""
+
+    sequence: list[Any]
+
+
+@dataclass(kw_only=True)
+class MultiChoiceVQASample(Sample):
+    """A multiple-choice question about an image."""
+
+    image: Any
+    context: Any
+    choices: Optional[Any] = None
+    correct_choice_idx: Any = 0
+
+
+@dataclass(kw_only=True)
+class OCRSample(Sample):
+    """An image with OCR annotations."""
+
+    image: Any
+    text: Any
+    block_boxes: Optional[Any] = None
+    block_classes: Optional[Any] = None
+    block_text: Optional[Any] = None
+    lines_boxes: Optional[Any] = None
+    lines_text: Optional[Any] = None
+    words_boxes: Optional[Any] = None
+    words_text: Optional[Any] = None
+    chars_boxes: Optional[Any] = None
+    chars_text: Optional[Any] = None
+
+
+@dataclass(kw_only=True)
+class SimilarityInterleavedSample(Sample):
+    """Images and texts with their similarities."""
+
+    images: Any
+    texts: Any
+    audio: Optional[Any] = None
+    video: Optional[Any] = None
+    similarity_matrix: Optional[Any] = None
+    matched_text_indices: Optional[Any] = None
+
+
+@dataclass(kw_only=True)
+class TextSample(Sample):
+    """A text."""
+
+    text: Any
+
+
+@dataclass(kw_only=True)
+class VQASample(Sample):
+    """A question about an image, with answers."""
+
+    image: Any
+    context: Any
+    answers: Optional[Any] = None
+    answer_weights: Optional[Any] = None
+
+
+@dataclass(kw_only=True)
+class VQAOCRSample(Sample):
+    """A question about an image with text, with answers and word annotations."""
+
+    image: Any
+    context: Any
+    text: Any
+    answers: Optional[Any] = None
+    answer_weights: Optional[Any] = None
+    words_boxes: Optional[Any] = None
+    words_text: Optional[Any] = None
+
+
+@dataclass(kw_only=True)
+class VidQASample(Sample):
+    """A question about a video (a `RawVideo`: energon-rs does not decode video), with answers."""
+
+    video: Any
+    context: Any
+    answers: Optional[Any] = None
+    answer_weights: Optional[Any] = None
+

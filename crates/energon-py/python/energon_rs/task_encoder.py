@@ -1,0 +1,343 @@
+"""Task encoders and cookers, as in `megatron.energon`: subclass `TaskEncoder` (or
+`DefaultTaskEncoder`) and override the hooks you need.
+
+The Rust pipeline calls the overridden hooks: cookers and `encode_sample` on the loader's worker
+threads (reading and decoding run in Rust in parallel, each hook takes the GIL for its call),
+`batch` and `encode_batch` on the loader's pump thread, in the reference's stage order. Hooks that
+are not overridden cost nothing: batching is then done in Rust (tensor fields stacked with zero
+padding, other fields as lists).
+
+Errors follow the reference: `SkipSample` drops the sample quietly, other exceptions go to
+`worker_config.global_error_handler` and drop the sample, system errors (and too many failures
+in a row) are fatal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import threading
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any, Callable, Generic, Optional, Sequence, TypeVar
+
+from .sample import CrudeSample, SourceInfo
+
+__all__ = [
+    "Cooker",
+    "DefaultTaskEncoder",
+    "FatalSampleError",
+    "SampleDecoder",
+    "SkipSample",
+    "TaskEncoder",
+    "basic_sample_keys",
+    "batch_pad_stack",
+    "cooker",
+    "generic_batch",
+    "stateless",
+]
+
+T = TypeVar("T")
+
+#: Consecutive failures of one hook before the error becomes fatal (the reference's default).
+DEFAULT_FAILURE_TOLERANCE = 100
+
+
+class SkipSample(Exception):
+    """Raise in a hook to drop the current sample (or batch) without an error."""
+
+
+class FatalSampleError(Exception):
+    """An error that ends the iteration."""
+
+
+_SYSTEM_EXCEPTIONS = (
+    SystemError,
+    SyntaxError,
+    ImportError,
+    StopIteration,
+    StopAsyncIteration,
+    MemoryError,
+    RecursionError,
+    ReferenceError,
+    NameError,
+    UnboundLocalError,
+    FatalSampleError,
+)
+
+
+def stateless(
+    fn: Optional[Callable[..., Any]] = None,
+    *,
+    restore_seeds: bool = False,
+    failure_tolerance: Optional[int] = None,
+) -> Any:
+    """Marks a hook as deterministic (a function of its input only), as the reference requires
+    for restoring; usable bare (`@stateless`) or with arguments."""
+
+    def mark(f: Callable[..., Any]) -> Callable[..., Any]:
+        f.__stateless__ = True  # type: ignore[attr-defined]
+        f.__restore_seeds__ = restore_seeds  # type: ignore[attr-defined]
+        if failure_tolerance is not None:
+            f.__failure_tolerance__ = failure_tolerance  # type: ignore[attr-defined]
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+@dataclass
+class SampleDecoder:
+    """How parts are decoded: `image_decode` is one of the reference's names (`torchrgb`,
+    `rgb8`, `l8`, ...); `guess_content` recognizes media by their bytes. Video is not decoded
+    (parts come as `RawVideo`)."""
+
+    image_decode: str = "torchrgb"
+    av_decode: str = "AVDecoder"
+    video_decode_audio: bool = False
+    guess_content: bool = False
+
+
+@dataclass
+class Cooker(Generic[T]):
+    """Turns crude samples into typed samples: `cook(crude_sample)`, used for the datasets whose
+    subflavors contain every item of `has_subflavors`."""
+
+    cook: Callable[..., T]
+    has_subflavors: Optional[dict] = None
+
+    def is_match(self, subflavors: Optional[dict]) -> bool:
+        """Whether this cooker applies to a dataset with these subflavors."""
+        if not self.has_subflavors:
+            return True
+        subflavors = subflavors or {}
+        return all(k in subflavors and subflavors[k] == v for k, v in self.has_subflavors.items())
+
+
+def cooker(
+    fn: Optional[Callable[..., Any]] = None, *, need_cache: bool = False, need_primary: bool = False
+) -> Any:
+    """Marks a cook function (caches and primary file stores are not supported yet)."""
+
+    def mark(f: Callable[..., Any]) -> Callable[..., Any]:
+        if need_cache or need_primary:
+            raise NotImplementedError("energon_rs cookers get no cache or primary file store yet")
+        return stateless(f)
+
+    return mark(fn) if fn is not None else mark
+
+
+def basic_sample_keys(
+    crude_sample: dict, additional_source_info: Sequence[SourceInfo] = ()
+) -> dict:
+    """The base fields of a crude sample, to build a typed sample from it:
+    `TextSample(**basic_sample_keys(crude), text=...)`."""
+    sources = crude_sample.get("__sources__")
+    if additional_source_info:
+        sources = (*(sources or ()), *additional_source_info)
+    return {
+        "__key__": crude_sample["__key__"],
+        "__restore_key__": crude_sample["__restore_key__"],
+        "__subflavors__": crude_sample.get("__subflavors__"),
+        "__sources__": sources,
+    }
+
+
+def _is_tensor(x: Any) -> bool:
+    if type(x).__module__ == "numpy" and type(x).__name__ == "ndarray":
+        return True
+    return type(x).__module__.startswith("torch") and type(x).__name__ == "Tensor"
+
+
+def batch_pad_stack(batch: list) -> Any:
+    """Stacks numpy arrays (or torch tensors) along a new first axis, zero-padding each axis to
+    its largest size."""
+    first = batch[0]
+    max_size = [max(b.shape[d] for b in batch) for d in range(first.ndim)]
+    if type(first).__module__ == "numpy":
+        import numpy as np
+
+        out = np.zeros((len(batch), *max_size), dtype=first.dtype)
+    else:
+        out = first.new_zeros((len(batch), *max_size))
+    for i, b in enumerate(batch):
+        out[(i, *(slice(0, s) for s in b.shape))] = b
+    return out
+
+
+def generic_batch(batch: list) -> Any:
+    """The reference's default batching: tensors padded and stacked, dicts and dataclasses per
+    field, anything else as a list."""
+    first = batch[0]
+    if _is_tensor(first):
+        return batch_pad_stack(batch)
+    if isinstance(first, dict):
+        return type(first)({k: generic_batch([s[k] for s in batch]) for k in first.keys()})
+    if dataclasses.is_dataclass(first) and not isinstance(first, type):
+        if hasattr(first, "from_samples"):
+            return first.from_samples(batch)  # type: ignore[attr-defined]
+        return type(first)(
+            **{
+                f.name: (
+                    [getattr(s, f.name) for s in batch]
+                    if f.name == "__subflavors__"
+                    else generic_batch([getattr(s, f.name) for s in batch])
+                )
+                for f in dataclasses.fields(first)
+            }
+        )
+    return list(batch)
+
+
+class TaskEncoder:
+    """Base class of task encoders: override `encode_sample`, `batch`, `encode_batch`, or set
+    `cookers` for crude datasets. Methods not overridden are not called (the Rust pipeline
+    does their work)."""
+
+    #: Cookers for crude datasets, the first matching one is used.
+    cookers: Sequence[Cooker] = ()
+    #: How parts are decoded; `None` keeps every part as raw bytes.
+    decoder: Optional[SampleDecoder] = SampleDecoder()
+
+    def encode_sample(self, sample: Any) -> Any:
+        """Encodes one sample (identity)."""
+        return sample
+
+    def batch(self, samples: list) -> Any:
+        """Batches encoded samples (the default batching)."""
+        return generic_batch(samples)
+
+    def encode_batch(self, batch: Any) -> Any:
+        """Encodes a batch (identity)."""
+        return batch
+
+    def cook_crude_sample(self, sample: CrudeSample) -> Any:
+        """Cooks a crude sample with the first matching cooker."""
+        subflavors = sample.get("__subflavors__")
+        for c in self.cookers:
+            if c.is_match(subflavors):
+                return c.cook(sample)
+        raise ValueError(f"no cooker matches the crude sample {sample.get('__key__')!r}")
+
+
+class DefaultTaskEncoder(TaskEncoder):
+    """The default task encoder: samples as read, batched by the default batching. Optional
+    target types convert by field names, as in the reference."""
+
+    def __init__(
+        self,
+        *,
+        encoded_sample_type: Optional[type] = None,
+        raw_batch_type: Optional[type] = None,
+        batch_type: Optional[type] = None,
+    ) -> None:
+        self._encoded_sample_type = encoded_sample_type
+        self._raw_batch_type = raw_batch_type
+        self._batch_type = batch_type
+
+    def encode_sample(self, sample: Any) -> Any:
+        """Converts to `encoded_sample_type` by field names (identity without one)."""
+        if self._encoded_sample_type is None:
+            return sample
+        return _convert(sample, self._encoded_sample_type)
+
+    def batch(self, samples: list) -> Any:
+        """The default batching, then conversion to `raw_batch_type` if set."""
+        batch = generic_batch(samples)
+        return batch if self._raw_batch_type is None else _convert(batch, self._raw_batch_type)
+
+    def encode_batch(self, batch: Any) -> Any:
+        """Converts to `batch_type` by field names (identity without one)."""
+        return batch if self._batch_type is None else _convert(batch, self._batch_type)
+
+
+def _convert(value: Any, target: type) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    elif isinstance(value, dict):
+        fields = dict(value)
+    else:
+        raise ValueError(f"cannot convert {type(value).__name__} to {target.__name__}")
+    if issubclass(target, dict):
+        return fields
+    return target(**fields)
+
+
+_SKIP = object()
+
+
+def _overridden(task_encoder: TaskEncoder, name: str) -> bool:
+    method = getattr(type(task_encoder), name)
+    if name in ("encode_sample", "batch", "encode_batch") and isinstance(
+        task_encoder, DefaultTaskEncoder
+    ):
+        if method is getattr(DefaultTaskEncoder, name):
+            targets = {
+                "encode_sample": task_encoder._encoded_sample_type,
+                "batch": task_encoder._raw_batch_type,
+                "encode_batch": task_encoder._batch_type,
+            }
+            return targets[name] is not None
+    return method is not getattr(TaskEncoder, name) and method is not getattr(
+        DefaultTaskEncoder, name, None
+    )
+
+
+def _sources_of(value: Any) -> Any:
+    if isinstance(value, dict):
+        return value.get("__sources__")
+    return getattr(value, "__sources__", None)
+
+
+def _guard(fn: Callable[[Any], Any], worker_config: Any) -> Callable[[Any], Any]:
+    """Applies the reference's error policy around a hook; returns the skip marker for a sample
+    to drop."""
+    tolerance = getattr(fn, "__failure_tolerance__", DEFAULT_FAILURE_TOLERANCE)
+    lock = threading.Lock()
+    failures = [0]
+
+    @functools.wraps(fn)
+    def guarded(value: Any) -> Any:
+        try:
+            res = fn(value)
+        except SkipSample:
+            return _SKIP
+        except _SYSTEM_EXCEPTIONS as exc:
+            raise FatalSampleError(f"fatal error in {fn.__qualname__}: {exc!r}") from exc
+        except Exception as exc:
+            worker_config.global_error_handler(exc, value, _sources_of(value))
+            with lock:
+                failures[0] += 1
+                too_many = tolerance > 0 and failures[0] >= tolerance
+            if too_many:
+                raise FatalSampleError(
+                    f"{fn.__qualname__} failed {failures[0]} times in a row"
+                ) from exc
+            return _SKIP
+        with lock:
+            failures[0] = 0
+        return res
+
+    return guarded
+
+
+def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> SimpleNamespace:
+    """The hooks object the native pipeline reads (see the crate's hooks module)."""
+
+    def hook(name: str) -> Optional[Callable[[Any], Any]]:
+        if not _overridden(task_encoder, name):
+            return None
+        return _guard(getattr(task_encoder, name), worker_config)
+
+    cook = None
+    if task_encoder.cookers or _overridden(task_encoder, "cook_crude_sample"):
+        cook = _guard(task_encoder.cook_crude_sample, worker_config)
+    return SimpleNamespace(
+        cook=cook,
+        encode_sample=hook("encode_sample"),
+        batch=hook("batch"),
+        default_batch=_guard(generic_batch, worker_config),
+        encode_batch=hook("encode_batch"),
+        skip=_SKIP,
+        torch=torch,
+    )
+

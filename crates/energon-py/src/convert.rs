@@ -1,0 +1,268 @@
+//! Rust values as Python objects: tensors as numpy arrays that take over the Rust buffer, raw
+//! parts as `memoryview`s, JSON as Python values, samples as the dataclasses of
+//! `energon_rs.sample`.
+//!
+//! Which conversions copy: none for tensors (the `Vec` moves into numpy) and raw bytes (a view);
+//! strings and JSON are built as Python objects (a copy, as they must be).
+
+use bytes::Bytes;
+use energon_cook::{KeyPart, RestoreKey};
+use energon_reader::{
+    Decoded, SampleMeta, SourceIndex, SourceInfo, Tensor,
+    decode::{Audio, TensorData, Video},
+    sample::Field,
+};
+use numpy::{PyArray1, PyArrayMethods};
+use pyo3::{
+    prelude::*,
+    sync::PyOnceLock,
+    types::{PyDict, PyList, PyModule, PyTuple},
+};
+use serde_json::Value;
+
+use crate::buffer::Buffer;
+
+static SAMPLE_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+static FROM_NUMPY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// Converts values for one loader: numpy arrays, or torch tensors sharing their memory.
+pub(crate) struct Converter<'py> {
+    py: Python<'py>,
+    classes: Bound<'py, PyModule>,
+    from_numpy: Option<Bound<'py, PyAny>>,
+}
+
+impl std::fmt::Debug for Converter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Converter").field("torch", &self.from_numpy.is_some()).finish()
+    }
+}
+
+impl<'py> Converter<'py> {
+    /// A converter; with `torch`, tensors become `torch.Tensor`s (`torch.from_numpy`, no copy).
+    pub(crate) fn new(py: Python<'py>, torch: bool) -> PyResult<Self> {
+        let classes = SAMPLE_MODULE
+            .get_or_try_init(py, || Ok::<_, PyErr>(py.import("energon_rs.sample")?.unbind()))?
+            .bind(py)
+            .clone();
+        let from_numpy = if torch {
+            let f = FROM_NUMPY.get_or_try_init(py, || {
+                Ok::<_, PyErr>(py.import("torch")?.getattr("from_numpy")?.unbind())
+            })?;
+            Some(f.bind(py).clone())
+        } else {
+            None
+        };
+        Ok(Converter { py, classes, from_numpy })
+    }
+
+    /// The interpreter.
+    pub(crate) fn py(&self) -> Python<'py> {
+        self.py
+    }
+
+    /// The class `name` of `energon_rs.sample`.
+    pub(crate) fn class(&self, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        self.classes.getattr(name)
+    }
+
+    /// A tensor as a numpy array owning the Rust buffer (or a torch tensor over it).
+    pub(crate) fn tensor(&self, tensor: Tensor) -> PyResult<Bound<'py, PyAny>> {
+        let py = self.py;
+        let Tensor { shape, data } = tensor;
+        macro_rules! array {
+            ($v:expr) => {
+                PyArray1::from_vec(py, $v).reshape(shape)?.into_any()
+            };
+        }
+        let array = match data {
+            TensorData::Bool(v) => array!(v),
+            TensorData::U8(v) => array!(v),
+            TensorData::I8(v) => array!(v),
+            TensorData::U16(v) => array!(v),
+            TensorData::I16(v) => array!(v),
+            TensorData::U32(v) => array!(v),
+            TensorData::I32(v) => array!(v),
+            TensorData::U64(v) => array!(v),
+            TensorData::I64(v) => array!(v),
+            // Half floats travel as their bit patterns and are reinterpreted (a view).
+            TensorData::F16(v) => array!(v).call_method1("view", ("float16",))?,
+            TensorData::F32(v) => array!(v),
+            TensorData::F64(v) => array!(v),
+            _ => {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "tensor element type not supported by energon_rs",
+                ));
+            }
+        };
+        match &self.from_numpy {
+            Some(from_numpy) => from_numpy.call1((array,)),
+            None => Ok(array),
+        }
+    }
+
+    /// Raw bytes as a read-only `memoryview` (no copy).
+    pub(crate) fn bytes(&self, data: Bytes) -> PyResult<Bound<'py, PyAny>> {
+        Buffer::memoryview(self.py, data)
+    }
+
+    /// A decoded part.
+    pub(crate) fn decoded(&self, value: Decoded) -> PyResult<Bound<'py, PyAny>> {
+        let py = self.py;
+        Ok(match value {
+            Decoded::Image(t) | Decoded::Tensor(t) => self.tensor(t)?,
+            Decoded::Text(s) => s.into_pyobject(py)?.into_any(),
+            Decoded::Json(v) => self.json(v)?,
+            Decoded::Int(i) => i.into_pyobject(py)?.into_any(),
+            Decoded::Audio(a) => self.audio(a)?,
+            Decoded::Video(v) => self.video(v)?,
+            Decoded::Bytes(b) => self.bytes(b)?,
+            _ => {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "decoded value not supported by energon_rs",
+                ));
+            }
+        })
+    }
+
+    fn audio(&self, audio: Audio) -> PyResult<Bound<'py, PyAny>> {
+        let samples = self.tensor(audio.samples)?;
+        self.class("AudioData")?.call1((samples, audio.sample_rate))
+    }
+
+    fn video(&self, video: Video) -> PyResult<Bound<'py, PyAny>> {
+        let data = self.bytes(video.data)?;
+        self.class("RawVideo")?.call1((video.format, data))
+    }
+
+    /// A JSON value as `None`, `bool`, `int`, `float`, `str`, `list` or `dict` (key order kept).
+    pub(crate) fn json(&self, value: Value) -> PyResult<Bound<'py, PyAny>> {
+        let py = self.py;
+        Ok(match value {
+            Value::Null => py.None().into_bound(py),
+            Value::Bool(b) => b.into_pyobject(py)?.to_owned().into_any(),
+            Value::Number(n) => {
+                if let Some(i) = n.as_i64() {
+                    i.into_pyobject(py)?.into_any()
+                } else if let Some(u) = n.as_u64() {
+                    u.into_pyobject(py)?.into_any()
+                } else {
+                    n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any()
+                }
+            }
+            Value::String(s) => s.into_pyobject(py)?.into_any(),
+            Value::Array(items) => {
+                let list = PyList::empty(py);
+                for item in items {
+                    list.append(self.json(item)?)?;
+                }
+                list.into_any()
+            }
+            Value::Object(map) => {
+                let dict = PyDict::new(py);
+                for (k, v) in map {
+                    dict.set_item(k, self.json(v)?)?;
+                }
+                dict.into_any()
+            }
+        })
+    }
+
+    /// A typed field of a sample.
+    pub(crate) fn field(&self, field: Field) -> PyResult<Bound<'py, PyAny>> {
+        let py = self.py;
+        Ok(match field {
+            Field::None => py.None().into_bound(py),
+            Field::Tensor(t) => self.tensor(t)?,
+            Field::Text(s) => s.into_pyobject(py)?.into_any(),
+            Field::Int(i) => i.into_pyobject(py)?.into_any(),
+            Field::Texts(v) => PyList::new(py, v)?.into_any(),
+            Field::Ints(v) => PyList::new(py, v)?.into_any(),
+            Field::Tensors(v) => {
+                let list = PyList::empty(py);
+                for t in v {
+                    list.append(self.tensor(t)?)?;
+                }
+                list.into_any()
+            }
+            Field::Video(v) => self.video(v)?,
+            Field::Decoded(d) => self.decoded(d)?,
+            Field::List(v) => {
+                let list = PyList::empty(py);
+                for d in v {
+                    list.append(self.decoded(d)?)?;
+                }
+                list.into_any()
+            }
+            _ => {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "field value not supported by energon_rs",
+                ));
+            }
+        })
+    }
+
+    /// A restore key as a tuple (`("Webdataset", 12)`, nested tuples for batches).
+    pub(crate) fn restore_key(&self, key: &RestoreKey) -> PyResult<Bound<'py, PyTuple>> {
+        let py = self.py;
+        let mut items = Vec::with_capacity(key.parts().len());
+        for part in key.parts() {
+            items.push(match part {
+                KeyPart::Name(n) => n.as_ref().into_pyobject(py)?.into_any(),
+                KeyPart::Index(i) => i.into_pyobject(py)?.into_any(),
+                KeyPart::Key(k) => self.restore_key(k)?.into_any(),
+            });
+        }
+        PyTuple::new(py, items)
+    }
+
+    /// A `SourceInfo` dataclass.
+    pub(crate) fn source_info(&self, source: SourceInfo) -> PyResult<Bound<'py, PyAny>> {
+        let py = self.py;
+        let index = match source.index {
+            SourceIndex::Index(i) => i.into_pyobject(py)?.into_any(),
+            SourceIndex::Name(n) => n.into_pyobject(py)?.into_any(),
+        };
+        let path = source.dataset_path.to_string_lossy().into_owned();
+        let names = PyTuple::new(py, source.file_names)?;
+        self.class("SourceInfo")?.call1((path, index, source.shard_name.as_ref(), names))
+    }
+
+    /// Sets `__key__`, `__restore_key__`, `__subflavors__` and `__sources__` in `kwargs`; the
+    /// restore key is the loader's (`key`) where known, else the sample's own.
+    pub(crate) fn meta_into(
+        &self,
+        meta: SampleMeta,
+        key: Option<&RestoreKey>,
+        kwargs: &Bound<'py, PyDict>,
+    ) -> PyResult<()> {
+        let py = self.py;
+        kwargs.set_item("__subflavors__", self.subflavors(&meta)?)?;
+        kwargs.set_item("__key__", meta.key)?;
+        let restore_key = match key {
+            Some(key) => self.restore_key(key)?,
+            None => PyTuple::new(
+                py,
+                [
+                    meta.restore_key.0.into_pyobject(py)?.into_any(),
+                    meta.restore_key.1.into_pyobject(py)?.into_any(),
+                ],
+            )?,
+        };
+        kwargs.set_item("__restore_key__", restore_key)?;
+        let sources = PyList::empty(py);
+        for source in meta.sources {
+            sources.append(self.source_info(source)?)?;
+        }
+        kwargs.set_item("__sources__", PyTuple::new(py, sources)?)?;
+        Ok(())
+    }
+
+    /// The subflavors of a sample as a `dict`, or `None`.
+    pub(crate) fn subflavors(&self, meta: &SampleMeta) -> PyResult<Bound<'py, PyAny>> {
+        match &meta.subflavors {
+            Some(map) => self.json(Value::Object(map.as_ref().clone())),
+            None => Ok(self.py.None().into_bound(self.py)),
+        }
+    }
+}
