@@ -147,6 +147,23 @@ impl JoinedSample {
     pub fn key(&self) -> &str {
         &self.primary().key
     }
+
+    /// One raw sample with the parts of every joined sample: the primary's sample (key, shard,
+    /// index) with the parts of each later sample added in join order, a later part replacing an
+    /// earlier one of the same name (as `from_joined` lets later samples override fields). A
+    /// field map can then build a typed sample from parts of several datasets.
+    pub fn merged(&self) -> RawSample {
+        let mut res = self.primary().clone();
+        for sample in self.samples.iter().skip(1).flatten() {
+            for part in &sample.parts {
+                match res.parts.iter_mut().find(|p| p.name == part.name) {
+                    Some(existing) => *existing = part.clone(),
+                    None => res.parts.push(part.clone()),
+                }
+            }
+        }
+        res
+    }
 }
 
 impl JoinedDataset {

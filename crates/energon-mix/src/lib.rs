@@ -59,7 +59,7 @@ pub use crate::{
     prepare::{PrepareReport, PreparedJoin, prepare_metadataset},
     resolve::{
         AuxSource, BlendMode, LeafKind, Metadataset, ResolveOptions, ResolvedLeaf, ResolvedSplit,
-        resolve_path,
+        TraversedLeaf, resolve_path,
     },
     runtime::{Blend, Combiner, Concat, Mix, Repeat, Source, Tag},
     source::{MixItem, ReadLeaf, SampleLeaf},

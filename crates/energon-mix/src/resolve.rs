@@ -212,6 +212,45 @@ impl Metadataset {
     pub fn resolve(&self, split_part: &str, options: &ResolveOptions) -> Result<ResolvedSplit> {
         tree::resolve(self, split_part, options)
     }
+
+    /// The leaves of split `split_part` as the reference's `traverse_metadataset` lists them:
+    /// path, split part, aux paths and effective subflavors (an empty mapping when none), without
+    /// opening any dataset. Joins are not supported there either (an error).
+    pub fn traverse(&self, split_part: &str) -> Result<Vec<TraversedLeaf>> {
+        let split = self.resolve(split_part, &ResolveOptions::default())?;
+        split
+            .leaves
+            .into_iter()
+            .map(|leaf| {
+                if matches!(leaf.kind, LeafKind::Joined(_)) {
+                    return Err(Error::BadNode {
+                        file: leaf.origin.file,
+                        yaml_path: leaf.origin.yaml_path,
+                        reason: "traversal does not support joined datasets".to_owned(),
+                    });
+                }
+                Ok(TraversedLeaf {
+                    path: leaf.path,
+                    split_part: leaf.split_part,
+                    aux: leaf.aux.into_iter().map(|(n, s)| (n, s.path().to_owned())).collect(),
+                    subflavors: leaf.subflavors.unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// A leaf as [`Metadataset::traverse`] lists it (the reference's `TraversedDatasetReference`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraversedLeaf {
+    /// The dataset folder or JSONL file.
+    pub path: PathBuf,
+    /// The split part read from it.
+    pub split_part: String,
+    /// Auxiliary sources by name: dataset or folder paths.
+    pub aux: Vec<(String, PathBuf)>,
+    /// The effective metadataset subflavors.
+    pub subflavors: Map<String, Value>,
 }
 
 /// Resolves `path` for split `split_part`, whatever it is: a metadataset (see

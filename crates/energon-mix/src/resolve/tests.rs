@@ -687,3 +687,30 @@ fn aux_sources_open_as_file_stores() {
     assert!(stores[1].1.get("missing.txt").is_err());
     assert!(stores[0].1.get("nope.txt").is_err());
 }
+
+#[test]
+fn traversal_lists_leaves_like_the_reference() {
+    let dir = datasets();
+    let nested = reference_v1_files(dir.path());
+    let mds = Metadataset::load(&nested).unwrap();
+    let leaves = mds.traverse("train").unwrap();
+    // test_metadataset.py::test_traverse_metadataset_flattens_nested_v1_references
+    let paths: Vec<PathBuf> = leaves.iter().map(|l| l.path.clone()).collect();
+    let (ds1, ds2) = (dir.path().join("ds1"), dir.path().join("ds2"));
+    assert_eq!(paths, [ds1.clone(), ds2.clone(), ds1, ds2]);
+    assert!(leaves.iter().all(|l| l.split_part == "train" && l.aux.is_empty()));
+    assert_eq!(
+        serde_json::to_string(&leaves[2].subflavors).unwrap(),
+        r#"{"source":"nested_metadataset.yaml","mds":"nested_val"}"#
+    );
+    let join = write(
+        dir.path(),
+        "join.yaml",
+        &format!(
+            "{V2}splits:\n  train:\n    join: [{{path: ds1}}, {{path: ds2}}]\n    joiner: \
+             {{__module__: m, __class__: C}}\n"
+        ),
+    );
+    let err = Metadataset::load(&join).unwrap().traverse("train").unwrap_err();
+    assert!(err.to_string().contains("does not support joined datasets"), "{err}");
+}

@@ -181,6 +181,23 @@ fn joined_samples_combine_the_samples_of_one_key() {
         }
         assert_eq!(n_missing, missing, "{split}");
     }
+    // Merged, the parts of the secondary replace the primary's parts of the same name.
+    let resolved = mds.resolve("none", &ResolveOptions::default()).unwrap();
+    let LeafKind::Joined(spec) = &resolved.leaves[0].kind else { panic!() };
+    let joined = JoinedDataset::open(spec).unwrap();
+    let sample = joined.read(0).unwrap().unwrap();
+    let merged = sample.merged();
+    assert_eq!(merged.key, sample.key());
+    let secondary = sample.samples[1].as_ref().unwrap();
+    let names: Vec<&str> = merged.parts.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["jpg", "txt", "json"]);
+    assert_eq!(merged.part("txt"), secondary.part("txt"));
+    assert_ne!(merged.part("txt"), sample.primary().part("txt"));
+    let missing =
+        (0..joined.n_rows()).find(|&r| joined.read(r).unwrap().unwrap().samples[1].is_none());
+    let lone = joined.read(missing.unwrap()).unwrap().unwrap();
+    assert_eq!(lone.merged(), *lone.primary());
+
     // The excluded sample of ref2 is not in the join.
     let resolved = mds.resolve("excl", &ResolveOptions::default()).unwrap();
     let LeafKind::Joined(spec) = &resolved.leaves[0].kind else { panic!() };
