@@ -1,0 +1,78 @@
+# Stubs of the compiled module energon_rs._native (crates/energon-py/src).
+from typing import Any, Iterator, Optional
+
+__version__: str
+
+class EnergonError(Exception): ...
+class CorruptDatasetError(EnergonError): ...
+class IncompatibleFormatError(EnergonError): ...
+class CheckpointError(EnergonError): ...
+class LoaderError(EnergonError): ...
+class MissingFileError(EnergonError, FileNotFoundError): ...
+class ConfigError(EnergonError, ValueError): ...
+class EnergonIOError(EnergonError, OSError): ...
+
+class _Buffer:
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+class _Reader:
+    def __new__(
+        cls,
+        path: str,
+        split_part: str = "train",
+        image_decode: Optional[str] = "torchrgb",
+        guess_content: bool = False,
+        split_config: Optional[str] = None,
+        dataset_config: Optional[str] = None,
+    ) -> _Reader: ...
+    def __len__(self) -> int: ...
+    @property
+    def sample_type(self) -> str: ...
+    def read(self, index: int, torch: bool = False) -> Optional[Any]: ...
+
+class _DatasetSpec:
+    def __new__(
+        cls,
+        path: str,
+        *,
+        split_part: str,
+        rank: int,
+        world_size: int,
+        num_workers: int,
+        seed_offset: int = 0,
+        training: bool = True,
+        batch_size: Optional[int] = None,
+        drop_last: bool = False,
+        shuffle_buffer_size: Optional[int] = None,
+        max_samples_per_sequence: Optional[int] = None,
+        parallel_shard_iters: Optional[int] = None,
+        shuffle_over_epochs: int = 1,
+        image_decode: Optional[str] = "torchrgb",
+        guess_content: bool = False,
+        split_config: Optional[str] = None,
+        dataset_config: Optional[str] = None,
+        hooks: Optional[Any] = None,
+    ) -> _DatasetSpec: ...
+    @property
+    def sample_type(self) -> str: ...
+    @property
+    def n_samples(self) -> int: ...
+    def worker_sample_counts(self) -> list[int]: ...
+
+class _Loader:
+    def __new__(
+        cls,
+        spec: _DatasetSpec,
+        *,
+        prefetch_factor: int = 2,
+        worker: Optional[int] = None,
+        skip: int = 0,
+    ) -> _Loader: ...
+    def __iter__(self) -> Iterator[Any]: ...
+    def __next__(self) -> Any: ...
+    def close(self) -> None: ...
+
+def worker_seed(
+    rank: int, world_size: int, num_workers: int, seed_offset: int = 0, local_worker_id: int = 0
+) -> int: ...

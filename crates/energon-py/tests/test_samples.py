@@ -1,0 +1,145 @@
+"""Conversions: samples as dataclasses, images as numpy arrays that own Rust buffers, raw parts
+as memoryviews, batches stacked."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import energon_rs
+
+
+def test_a_sample_is_its_dataclass_with_the_reference_fields(ref_small):
+    reader = energon_rs.load_dataset(ref_small).reader("train")
+    assert len(reader) == 200 and reader.sample_type == "CaptioningSample"
+    s = reader[0]
+    assert isinstance(s, energon_rs.CaptioningSample)
+    assert s.__key__ == "00000000"
+    assert s.__restore_key__ == ("Webdataset", 0)
+    assert s.caption == "cat and a large small"
+    (source,) = s.__sources__
+    assert source == energon_rs.SourceInfo(
+        dataset_path=str(ref_small),
+        index=0,
+        shard_name="shards/data-000000.tar",
+        file_names=("00000000.jpg", "00000000.txt"),
+    )
+    # The reference's default decoder: torchrgb, float32 CHW in [0, 1].
+    assert s.image.shape == (3, 32, 32) and s.image.dtype == np.float32
+    assert 0.0 <= s.image.min() and s.image.max() <= 1.0
+    assert reader[-1].__key__ == reader[199].__key__
+
+
+def test_image_layouts(ref_small):
+    rgb8 = energon_rs.load_dataset(ref_small, image_decode="rgb8").reader("train")[0].image
+    assert rgb8.shape == (32, 32, 3) and rgb8.dtype == np.uint8
+    chw = energon_rs.load_dataset(ref_small).reader("train")[0].image
+    np.testing.assert_allclose(chw, rgb8.transpose(2, 0, 1) / 255.0, atol=1e-6)
+
+
+def test_arrays_take_over_the_rust_buffer_without_a_copy(ref_small):
+    image = energon_rs.load_dataset(ref_small).reader("train")[0].image
+    # The array is a view whose memory belongs to a Rust-owned base (no numpy allocation).
+    assert not image.flags.owndata
+    base = image.base
+    while isinstance(base, np.ndarray):
+        base = base.base
+    assert base is not None and type(base).__name__ == "PySliceContainer"
+    assert image.flags.c_contiguous and image.flags.writeable
+
+
+def test_raw_parts_are_memoryviews_over_rust_bytes(ref_small):
+    path = ref_small / "jsonl" / "data.jsonl"
+    reader = energon_rs.load_dataset(path, image_decode=None).reader()
+    s = reader[3]
+    view = s["json"]
+    assert isinstance(view, memoryview) and view.readonly
+    # The view does not own the bytes: its object is the Rust buffer (a slice of the file's map).
+    assert type(view.obj).__name__ == "_Buffer"
+    want = path.read_bytes().splitlines(keepends=True)[3]
+    assert view.tobytes() == want and len(view.obj) == len(want)
+    # numpy and the view share the memory: still no copy.
+    arr = np.frombuffer(view, dtype=np.uint8)
+    assert not arr.flags.owndata and arr.tobytes() == want
+    with pytest.raises(TypeError):
+        view[0] = 0
+    # The bytes outlive the sample and the reader.
+    del s, reader, arr
+    assert view.tobytes() == want
+
+
+def test_undecoded_tar_members_are_the_shard_bytes(ref_small):
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=0)
+
+    class Raw(energon_rs.DefaultTaskEncoder):
+        decoder = None
+
+    # Typed fields need decoded values; a cooker-free crude read of the shard is the raw form.
+    with pytest.raises(ValueError, match="expected an image"):
+        energon_rs.load_dataset(ref_small, image_decode=None).reader("train")[3]
+    ds = energon_rs.get_val_dataset(
+        ref_small / "jsonl" / "data.jsonl", worker_config=wc, batch_size=None, task_encoder=Raw()
+    )
+    first = next(iter(energon_rs.get_loader(ds)))
+    assert isinstance(first["json"], memoryview)
+
+
+def test_jsonl_records_are_crude_dicts_with_json_values(ref_small):
+    path = ref_small / "jsonl" / "data.jsonl"
+    reader = energon_rs.load_dataset(path).reader()
+    assert reader.sample_type == "CrudeSample"
+    s = reader[1]
+    assert isinstance(s, energon_rs.CrudeSample)
+    line = (path.read_bytes().splitlines())[1]
+    assert s["json"] == json.loads(line)
+    assert s["__key__"] == "1" and s["__restore_key__"] == ("Webdataset", 1)
+    assert s["__shard__"] == "data.jsonl"
+
+
+def test_batches_stack_tensor_fields_and_list_the_others(ref_small, wc2):
+    ds = energon_rs.get_val_dataset(ref_small, split_part="train", worker_config=wc2, batch_size=5)
+    batch = next(iter(energon_rs.get_loader(ds)))
+    assert isinstance(batch, energon_rs.CaptioningSample)
+    assert batch.image.shape == (5, 3, 32, 32) and batch.image.dtype == np.float32
+    assert not batch.image.flags.owndata
+    assert isinstance(batch.caption, list) and len(batch.caption) == 5
+    assert batch.__key__ == [f"{i:08d}" for i in range(5)]
+    assert batch.__subflavors__ == [None] * 5
+    assert len(batch.__sources__) == 5
+    assert batch.__restore_key__[:3] == ("MapDataset", 0, "BatchDataset")
+    reader = energon_rs.load_dataset(ref_small).reader("train")
+    for i in range(5):
+        np.testing.assert_array_equal(batch.image[i], reader[i].image)
+        assert batch.caption[i] == reader[i].caption
+
+
+def test_samples_without_batching_carry_the_loader_restore_key(ref_small):
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=0)
+    ds = energon_rs.get_val_dataset(ref_small, split_part="train", worker_config=wc, batch_size=None)
+    s = next(iter(energon_rs.get_loader(ds)))
+    assert s.__key__ == "00000000"
+    # Each map stage (loading, encoding) prepends itself, as in the reference.
+    assert s.__restore_key__[0] == "MapDataset" and s.__restore_key__[-2:] == ("Webdataset", 0)
+
+
+def test_torch_option_returns_tensors_sharing_memory(ref_small, wc2):
+    from conftest import torch_or_skip
+
+    torch = torch_or_skip()
+    ds = energon_rs.get_train_dataset(
+        ref_small,
+        worker_config=wc2,
+        batch_size=4,
+        shuffle_buffer_size=None,
+        max_samples_per_sequence=None,
+        torch=True,
+    )
+    batch = next(iter(energon_rs.get_loader(ds)))
+    assert isinstance(batch.image, torch.Tensor)
+    assert batch.image.shape == (4, 3, 32, 32) and batch.image.dtype == torch.float32
+    # torch.from_numpy of a numpy array never copies.
+    image = energon_rs.load_dataset(ref_small).reader("train")[0].image
+    t = torch.from_numpy(image)
+    assert t.data_ptr() == image.ctypes.data
