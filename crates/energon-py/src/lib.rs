@@ -1,9 +1,8 @@
 //! Python bindings: the native module `energon_rs._native`.
 //!
 //! The public API is the Python package `energon_rs` (in `python/`), which wraps these private
-//! classes: [`dataset::Reader`] (random access), [`dataset::DatasetSpec`] (a dataset with its
-//! pipeline settings), [`loader::PyLoader`] (iteration over the Rust loader) and the exception
-//! hierarchy of [`errors`]. Each method converts its arguments, calls into the Rust crates with
+//! classes: `_Reader` (random access), `_DatasetSpec` (a dataset with its pipeline settings),
+//! `_Loader` (iteration over the Rust loader) and the exception hierarchy of module `errors`. Each method converts its arguments, calls into the Rust crates with
 //! the GIL released, and converts the result.
 
 mod buffer;

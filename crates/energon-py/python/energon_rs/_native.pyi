@@ -1,7 +1,23 @@
 # Stubs of the compiled module energon_rs._native (crates/energon-py/src).
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, final
 
 __version__: str
+__all__ = [
+    "CheckpointError",
+    "ConfigError",
+    "CorruptDatasetError",
+    "EnergonError",
+    "EnergonIOError",
+    "IncompatibleFormatError",
+    "LoaderError",
+    "MissingFileError",
+    "_Buffer",
+    "_DatasetSpec",
+    "_Loader",
+    "_Reader",
+    "__version__",
+    "worker_seed",
+]
 
 class EnergonError(Exception): ...
 class CorruptDatasetError(EnergonError): ...
@@ -12,16 +28,17 @@ class MissingFileError(EnergonError, FileNotFoundError): ...
 class ConfigError(EnergonError, ValueError): ...
 class EnergonIOError(EnergonError, OSError): ...
 
+@final
 class _Buffer:
     def __len__(self) -> int: ...
-    def __buffer__(self, flags: int, /) -> memoryview: ...
 
+@final
 class _Reader:
     def __new__(
         cls,
         path: str,
         split_part: str = "train",
-        image_decode: Optional[str] = "torchrgb",
+        image_decode: Optional[str] = ...,
         guess_content: bool = False,
         split_config: Optional[str] = None,
         dataset_config: Optional[str] = None,
@@ -31,6 +48,7 @@ class _Reader:
     def sample_type(self) -> str: ...
     def read(self, index: int, torch: bool = False) -> Optional[Any]: ...
 
+@final
 class _DatasetSpec:
     def __new__(
         cls,
@@ -48,7 +66,7 @@ class _DatasetSpec:
         max_samples_per_sequence: Optional[int] = None,
         parallel_shard_iters: Optional[int] = None,
         shuffle_over_epochs: int = 1,
-        image_decode: Optional[str] = "torchrgb",
+        image_decode: Optional[str] = ...,
         guess_content: bool = False,
         split_config: Optional[str] = None,
         dataset_config: Optional[str] = None,
@@ -60,6 +78,7 @@ class _DatasetSpec:
     def n_samples(self) -> int: ...
     def worker_sample_counts(self) -> list[int]: ...
 
+@final
 class _Loader:
     def __new__(
         cls,

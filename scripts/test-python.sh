@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The Python package's tests: builds the energon_rs wheel into a virtual environment under
+# target/ (created on first use, reused after), then runs pytest on crates/energon-py/tests, the
+# stub check and the example training loop.
+# torch comes from PyPI and is large (about 5 GB with its CUDA libraries; installing it took about
+# 70 s here): it is installed once per environment. ENERGON_PY_NO_TORCH=1 skips it (the torch
+# tests are then skipped, unless ENERGON_REQUIRE_TORCH=1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv="${ENERGON_PY_VENV:-target/py-venv}"
+python="${PYTHON:-python3}"
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv "$venv"
+fi
+export VIRTUAL_ENV="$PWD/$venv"
+export PATH="$VIRTUAL_ENV/bin:$PATH"
+packages=(maturin numpy pytest mypy)
+if [ "${ENERGON_PY_NO_TORCH:-0}" != 1 ]; then
+  packages+=(torch)
+  export ENERGON_REQUIRE_TORCH="${ENERGON_REQUIRE_TORCH:-1}"
+fi
+t0=$(date +%s)
+python -m pip install -q "${packages[@]}"
+echo "python packages (${packages[*]}): $(( $(date +%s) - t0 ))s"
+maturin develop -q --locked -m crates/energon-py/Cargo.toml
+python -m mypy.stubtest energon_rs._native
+python -m pytest -q -p no:cacheprovider crates/energon-py/tests
+if [ "${ENERGON_PY_NO_TORCH:-0}" != 1 ]; then
+  python examples/train_tiny.py --steps 40
+fi
