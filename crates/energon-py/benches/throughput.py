@@ -1,0 +1,78 @@
+"""Loader throughput from Python: samples/s of `energon_rs.get_loader` iteration, reported as the
+reference's `ref_load.py throughput` reports its own (one JSON line), for a side-by-side run on
+the same data (scripts/bench-python.sh runs both under a peak-memory sampler).
+
+    python throughput.py DATASET --num-workers 2 --batch-size 32 --decode torchrgb --samples 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import energon_rs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dataset")
+    ap.add_argument("--num-workers", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--shuffle-buffer-size", type=int, default=0)
+    ap.add_argument("--decode", default="torchrgb", help="image decoder, or none")
+    ap.add_argument("--samples", type=int, default=20000)
+    ap.add_argument("--torch", action="store_true", help="hand out torch tensors")
+    args = ap.parse_args()
+
+    class Encoder(energon_rs.DefaultTaskEncoder):
+        decoder = None if args.decode == "none" else energon_rs.SampleDecoder(image_decode=args.decode)
+
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=args.num_workers)
+    ds = energon_rs.get_train_dataset(
+        args.dataset,
+        worker_config=wc,
+        batch_size=args.batch_size or None,
+        shuffle_buffer_size=args.shuffle_buffer_size or None,
+        max_samples_per_sequence=None,
+        task_encoder=Encoder(),
+        torch=args.torch,
+    )
+    loader = energon_rs.get_loader(ds)
+
+    def n_of(item) -> int:
+        k = item.__key__
+        return len(k) if isinstance(k, list) else 1
+
+    t_start = time.perf_counter()
+    it = iter(loader)
+    first = next(it)
+    t_first = time.perf_counter()
+    n = n_of(first)
+    while n < args.samples:
+        n += n_of(next(it))
+    t_end = time.perf_counter()
+    img = first.image
+    desc = type(img).__name__ + (f" shape={tuple(img.shape)} dtype={img.dtype}" if hasattr(img, "shape") else "")
+    print(
+        json.dumps(
+            dict(
+                mode="throughput",
+                impl="energon_rs",
+                decode=args.decode,
+                num_workers=args.num_workers,
+                batch_size=args.batch_size,
+                samples=n,
+                first_batch_s=round(t_first - t_start, 3),
+                steady_samples_per_s=round((n - n_of(first)) / (t_end - t_first), 1),
+                overall_samples_per_s=round(n / (t_end - t_start), 1),
+                image_field=desc,
+            )
+        ),
+        flush=True,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

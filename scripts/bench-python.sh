@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Loader throughput and peak memory from Python: energon_rs's get_loader against the reference's
+# (megatron-energon) on the same generated WebDataset, decoding images, with 2 workers.
+#
+# Usage: scripts/bench-python.sh [REF_PYTHON]
+#   REF_PYTHON: a Python with megatron-energon and psutil installed
+#   (../shared/tools/setup_energon_ref.sh makes one); without it only energon_rs is measured.
+# Settings (environment): SHARDS (16), PER_SHARD (1000), IMG (128), SAMPLES (20000),
+# BATCH_SIZE (32), NUM_WORKERS (2), DECODE (torchrgb).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ref_python="${1:-}"
+shards="${SHARDS:-16}" per_shard="${PER_SHARD:-1000}" img="${IMG:-128}"
+samples="${SAMPLES:-20000}" batch_size="${BATCH_SIZE:-32}" num_workers="${NUM_WORKERS:-2}"
+decode="${DECODE:-torchrgb}"
+tools=../shared/tools
+venv=target/py-bench-venv
+data="target/bench-data/wds-${shards}x${per_shard}-img${img}"
+
+cargo build --release --locked -q -p energon-cli -p energon-tests --bins
+if [ ! -e "$data/.nv-meta/dataset.yaml" ]; then
+  rm -rf "$data"
+  ./target/release/make-wds "$data" --shards "$shards" --per-shard "$per_shard" --img "$img"
+  ./target/release/energon prepare "$data" --split-ratio 1,0,0 --non-interactive \
+    --sample-type CaptioningSample --field-map '{"image": "jpg", "caption": "txt"}' >/dev/null
+fi
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q maturin numpy psutil
+VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" \
+  maturin develop -q --release --locked -m crates/energon-py/Cargo.toml
+
+run() {
+  local name=$1; shift
+  echo "== $name"
+  "$@" 2>"target/bench-data/$name.err" | tail -1
+  grep -E "peak_tree" "target/bench-data/$name.err" || tail -5 "target/bench-data/$name.err"
+}
+common=(--num-workers "$num_workers" --batch-size "$batch_size" --decode "$decode" --samples "$samples")
+run energon_rs "$venv/bin/python" "$tools/peak_mem.py" -- \
+  "$venv/bin/python" crates/energon-py/benches/throughput.py "$data" "${common[@]}"
+if [ -n "$ref_python" ]; then
+  run reference "$ref_python" "$tools/peak_mem.py" -- \
+    "$ref_python" "$tools/ref_load.py" throughput "$data" "${common[@]}" --shuffle-buffer-size 0
+fi
