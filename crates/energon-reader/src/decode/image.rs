@@ -132,15 +132,35 @@ pub(crate) fn decode_image(data: &[u8], mode: ImageDecode) -> Result<Tensor, Str
         (false, true) => (hwc_shape, TensorData::F32(hwc.iter().map(|&v| unit(v)).collect())),
         (true, false) => (vec![channels, height, width], TensorData::U8(to_chw(&hwc, channels))),
         (true, true) => {
-            let chw = to_chw(&hwc, channels);
-            (vec![channels, height, width], TensorData::F32(chw.iter().map(|&v| unit(v)).collect()))
+            (vec![channels, height, width], TensorData::F32(to_chw_unit(&hwc, channels)))
         }
     };
     Ok(Tensor { shape, data })
 }
 
+/// `v / 255` as `f32` for every byte value, computed as the reference does (`float32(v) / 255`);
+/// a table lookup is several times faster than the division per element.
+static UNIT: [f32; 256] = {
+    let mut table = [0f32; 256];
+    let mut v = 0;
+    while v < 256 {
+        table[v] = v as f32 / 255.0;
+        v += 1;
+    }
+    table
+};
+
 fn unit(v: u8) -> f32 {
-    f32::from(v) / 255.0
+    UNIT[usize::from(v)]
+}
+
+/// HWC bytes → CHW floats in `[0, 1]`, in one pass per channel.
+fn to_chw_unit(hwc: &[u8], channels: usize) -> Vec<f32> {
+    let mut res = Vec::with_capacity(hwc.len());
+    for c in 0..channels {
+        res.extend(hwc[c..].iter().step_by(channels).map(|&v| unit(v)));
+    }
+    res
 }
 
 /// Grayscale as PIL's `convert("L")` computes it from RGB (ITU-R 601-2 luma in 16-bit fixed
@@ -174,4 +194,24 @@ fn to_chw(hwc: &[u8], channels: usize) -> Vec<u8> {
         }
     }
     res
+}
+
+#[cfg(test)]
+mod unit_tests {
+    use super::*;
+
+    #[test]
+    fn the_table_is_the_division() {
+        for v in 0..=255u8 {
+            assert_eq!(unit(v).to_bits(), (f32::from(v) / 255.0).to_bits(), "{v}");
+        }
+    }
+
+    #[test]
+    fn chw_floats_are_the_chw_bytes_scaled() {
+        let hwc: Vec<u8> = (0..4 * 5 * 3).map(|i| (i * 17 % 256) as u8).collect();
+        let want: Vec<f32> = to_chw(&hwc, 3).iter().map(|&v| f32::from(v) / 255.0).collect();
+        assert_eq!(to_chw_unit(&hwc, 3), want);
+        assert_eq!(to_chw_unit(&hwc, 1), hwc.iter().map(|&v| unit(v)).collect::<Vec<_>>());
+    }
 }
