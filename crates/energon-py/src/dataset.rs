@@ -253,8 +253,8 @@ impl DatasetSpec {
         self.drop_last
     }
 
-    /// The local workers of this rank (`max(1, num_workers)`).
-    pub(crate) fn n_local_workers(&self) -> usize {
-        self.worker_config.n_local_workers()
+    /// The loader workers of this rank (0: in one thread).
+    pub(crate) fn n_workers(&self) -> usize {
+        self.worker_config.num_workers()
     }
 }

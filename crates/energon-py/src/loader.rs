@@ -41,7 +41,36 @@ const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(100);
 )]
 enum Raw {
     Sample(Keyed<Item>),
-    Batch(Keyed<Batch<Item>>),
+    Batch(Keyed<WorkerBatch>),
+}
+
+/// A batch as a worker thread leaves it: collated in Rust (in parallel across workers), or its
+/// items for the Python batch hooks.
+enum WorkerBatch {
+    Collated(Collated),
+    Items(Batch<Item>),
+    Failed(String),
+}
+
+impl WorkerBatch {
+    fn new(batch: Batch<Item>, hooks: &Hooks) -> Self {
+        let all_rust = batch.samples.iter().all(|s| matches!(s.value, Item::Rust(_)));
+        if !all_rust || hooks.has_batch_hooks() {
+            return WorkerBatch::Items(batch);
+        }
+        let samples = batch
+            .samples
+            .into_iter()
+            .filter_map(|k| match k.value {
+                Item::Rust(s) => Some(Keyed { restore_key: k.restore_key, value: s }),
+                Item::Py(_) => None,
+            })
+            .collect();
+        match Collated::new(Batch { samples }) {
+            Ok(collated) => WorkerBatch::Collated(collated),
+            Err(message) => WorkerBatch::Failed(message),
+        }
+    }
 }
 
 type RawIter = Box<dyn Iterator<Item = energon_cook::Result<Raw>> + Send>;
@@ -61,7 +90,7 @@ enum Prepared {
 }
 
 /// Iterates a dataset's loader (all workers of this rank, or one worker's pipeline).
-#[pyclass(name = "_Loader", module = "energon_rs._native")]
+#[pyclass(name = "_Loader", module = "energon_rs._native", weakref)]
 pub(crate) struct PyLoader {
     receiver: Option<Receiver<Prepared>>,
     pump: Option<JoinHandle<()>>,
@@ -138,7 +167,14 @@ impl PyLoader {
         let pump = self.pump.take();
         self.receiver = None;
         if let Some(pump) = pump {
-            if std::process::id() == self.pid {
+            // Threads that wait for the GIL while the interpreter shuts down never get it, so
+            // joining them then would hang the exit; the process is ending anyway.
+            let finalizing = py
+                .import("sys")
+                .and_then(|sys| sys.call_method0("is_finalizing"))
+                .and_then(|v| v.extract::<bool>())
+                .unwrap_or(true);
+            if std::process::id() == self.pid && !finalizing {
                 // A panic of the pump thread was already reported as a failed item.
                 let _ = py.detach(|| pump.join());
             } else {
@@ -156,47 +192,51 @@ impl Drop for PyLoader {
     }
 }
 
-/// Builds the Rust loader (or one worker's pipeline) of `spec` as an iterator of raw items.
+/// Builds the Rust loader (or one worker's pipeline) of `spec` as an iterator of raw items: the
+/// builder's per-worker pipelines, then (with a batch size) batches collated on the worker
+/// threads, as `LoaderBuilder::build_batches` does with an identity `encode_batch`.
 fn build(
     spec: &DatasetSpec,
     prefetch_factor: usize,
     worker: Option<usize>,
 ) -> energon_cook::Result<RawIter> {
-    let builder = spec.builder().prefetch_factor(prefetch_factor);
-    let in_process = LoaderConfig { num_workers: 0, prefetch_factor };
-    let Some(worker) = worker else {
-        return Ok(match spec.batch_size() {
-            Some(_) => Box::new(builder.build_batches()?.map(|r| r.map(batch_of))),
-            None => Box::new(builder.build_samples()?.map(|r| r.map(sample_of))),
-        });
-    };
-    let n_workers = spec.n_local_workers();
+    let builder = spec.builder();
     let mut pipelines = builder.build_sample_pipelines()?;
-    if worker >= pipelines.len() {
-        return Err(energon_cook::Error::InvalidSetting {
-            setting: "worker",
-            value: worker.to_string(),
-            reason: "must be below the dataset's number of workers (max(1, num_workers))",
-        });
-    }
-    debug_assert_eq!(pipelines.len(), n_workers);
-    let stage = pipelines.swap_remove(worker);
-    Ok(match spec.batch_size() {
-        Some(batch_size) => {
-            let batches = Batcher::new(stage, batch_size, spec.drop_last())?;
-            // COMPAT(energon 7.4.1): the default task encoder's `encode_batch` map stage.
-            let stage: Box<dyn Stage<Item = _>> = Box::new(Map::new(batches, |b| Ok(Some(b))));
-            Box::new(Loader::new(vec![stage], in_process)?.map(|r| r.map(batch_of)))
+    let num_workers = match worker {
+        None => spec.n_workers(),
+        Some(worker) => {
+            if worker >= pipelines.len() {
+                return Err(energon_cook::Error::InvalidSetting {
+                    setting: "worker",
+                    value: worker.to_string(),
+                    reason: "must be below the dataset's number of workers (max(1, num_workers))",
+                });
+            }
+            pipelines = vec![pipelines.swap_remove(worker)];
+            0
         }
-        None => Box::new(Loader::new(vec![stage], in_process)?.map(|r| r.map(sample_of))),
-    })
+    };
+    let config = LoaderConfig { num_workers, prefetch_factor };
+    let Some(batch_size) = spec.batch_size() else {
+        let stages = pipelines.into_iter().map(|s| Box::new(s) as Box<dyn Stage<Item = _>>);
+        return Ok(Box::new(Loader::new(stages.collect(), config)?.map(|r| r.map(sample_of))));
+    };
+    let mut stages: Vec<Box<dyn Stage<Item = Keyed<WorkerBatch>>>> = Vec::new();
+    for stage in pipelines {
+        let batches = Batcher::new(stage, batch_size, spec.drop_last())?;
+        let hooks = Arc::clone(spec.hooks());
+        // COMPAT(energon 7.4.1): the default task encoder's `encode_batch` map stage (it shows in
+        // the restore keys); collating here keeps the copying on the worker threads.
+        stages.push(Box::new(Map::new(batches, move |b| Ok(Some(WorkerBatch::new(b, &hooks))))));
+    }
+    Ok(Box::new(Loader::new(stages, config)?.map(|r| r.map(batch_of))))
 }
 
 fn sample_of(loaded: Loaded<Keyed<Item>>) -> Raw {
     Raw::Sample(loaded.value)
 }
 
-fn batch_of(loaded: Loaded<Keyed<Batch<Item>>>) -> Raw {
+fn batch_of(loaded: Loaded<Keyed<WorkerBatch>>) -> Raw {
     Raw::Batch(loaded.value)
 }
 
@@ -235,29 +275,17 @@ fn prepare(item: energon_cook::Result<Raw>, hooks: &Hooks) -> Option<Prepared> {
             Prepared::Sample(Keyed { restore_key, value: sample })
         }
         Ok(Raw::Sample(Keyed { value: Item::Py(obj), .. })) => Prepared::Py(obj),
-        Ok(Raw::Batch(batch)) => {
-            let all_rust = batch.value.samples.iter().all(|s| matches!(s.value, Item::Rust(_)));
-            if all_rust && !hooks.has_batch_hooks() {
-                let Keyed { restore_key, value: Batch { samples } } = batch;
-                let samples = samples
-                    .into_iter()
-                    .filter_map(|k| match k.value {
-                        Item::Rust(s) => Some(Keyed { restore_key: k.restore_key, value: s }),
-                        Item::Py(_) => None,
-                    })
-                    .collect();
-                let batch = Keyed { restore_key, value: Batch { samples } };
-                match Collated::new(batch) {
-                    Ok(collated) => Prepared::Collated(collated),
-                    Err(message) => Prepared::FailedBatch(message),
-                }
-            } else {
+        Ok(Raw::Batch(Keyed { restore_key, value })) => match value {
+            WorkerBatch::Collated(collated) => Prepared::Collated(collated.with_key(restore_key)),
+            WorkerBatch::Failed(message) => Prepared::FailedBatch(message),
+            WorkerBatch::Items(batch) => {
+                let batch = Keyed { restore_key, value: batch };
                 match Python::attach(|py| hooks.batch_py(py, batch)) {
                     Ok(Some(obj)) => Prepared::Py(obj),
                     Ok(None) => return None,
                     Err(err) => Prepared::FailedPy(err),
                 }
             }
-        }
+        },
     })
 }

@@ -5,7 +5,7 @@
 //! array, every other field becomes a list, and the batch is a sample of the same type whose
 //! fields hold these.
 
-use energon_cook::{Batch, Keyed, RestoreKey};
+use energon_cook::{Batch, RestoreKey};
 use energon_reader::{Decoded, Sample, SampleMeta, Tensor, sample::Field};
 use pyo3::{
     prelude::*,
@@ -59,9 +59,11 @@ pub(crate) struct Collated {
 }
 
 impl Collated {
-    /// Collates a batch of samples of one type: tensor fields stacked, others listed.
-    pub(crate) fn new(batch: Keyed<Batch<Sample>>) -> Result<Self, String> {
-        let Keyed { restore_key, value: Batch { samples } } = batch;
+    /// Collates a batch of samples of one type: tensor fields stacked, others listed. The
+    /// batch's restore key is set by [`with_key`](Self::with_key).
+    pub(crate) fn new(batch: Batch<Sample>) -> Result<Self, String> {
+        let Batch { samples } = batch;
+        let restore_key = RestoreKey::default();
         let Some(first) = samples.first() else {
             return Err("empty batch".to_owned());
         };
@@ -102,6 +104,11 @@ impl Collated {
             .map(|(name, values)| Ok((name, stack_if_tensors(values)?)))
             .collect::<Result<_, String>>()?;
         Ok(Collated { restore_key, type_name, crude, metas, columns })
+    }
+
+    /// The batch with the loader's restore key.
+    pub(crate) fn with_key(self, restore_key: RestoreKey) -> Self {
+        Collated { restore_key, ..self }
     }
 
     /// The batch as a Python object: a dataclass of the samples' type (a dict for crude samples)

@@ -184,3 +184,28 @@ def test_ctrl_c_interrupts_a_blocked_iteration(ref_small):
         release.set()
         loader.close()
     assert time.monotonic() - start < 5
+
+
+def test_the_interpreter_exits_with_a_loader_still_running():
+    """Worker threads busy in Python hooks at exit must not hang the interpreter's shutdown."""
+    import subprocess
+    import sys
+
+    code = f"""
+import time
+import energon_rs
+
+class Slow(energon_rs.DefaultTaskEncoder):
+    def encode_sample(self, sample):
+        time.sleep(0.01)
+        return sample
+
+wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)
+ds = energon_rs.get_train_dataset({str(REF_SMALL)!r}, worker_config=wc, batch_size=2,
+    shuffle_buffer_size=None, max_samples_per_sequence=None, task_encoder=Slow())
+it = iter(energon_rs.get_loader(ds))
+next(it)
+print("ok")
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (res.returncode, res.stdout.strip()) == (0, "ok"), res.stderr

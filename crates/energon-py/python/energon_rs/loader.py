@@ -9,8 +9,10 @@ interrupts a wait.
 
 from __future__ import annotations
 
+import atexit
 import os
 import warnings
+import weakref
 from typing import Any, Iterator, Optional, Union
 
 from . import _native
@@ -29,6 +31,24 @@ __all__ = [
 ]
 
 _STATE_FORMAT = "energon-rs-loader-state"
+
+#: The native loaders alive in this process, stopped at exit: their worker threads may be inside
+#: Python hooks, which must not run while the interpreter shuts down.
+_LIVE: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def _start_loader(spec: Any, **kwargs: Any) -> Any:
+    """Starts a native loader (its threads), registered to be stopped at exit."""
+    loader = _native._Loader(spec, **kwargs)
+    _LIVE.add(loader)
+    return loader
+
+
+@atexit.register
+def _stop_all() -> None:
+    for loader in list(_LIVE):
+        loader.close()
+
 _STATE_VERSION = 1
 
 
@@ -59,7 +79,7 @@ class Dataset:
         return dict(self._config)
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(_native._Loader(self._spec))
+        return iter(_start_loader(self._spec))
 
     def __repr__(self) -> str:
         return f"Dataset({self._config!r})"
@@ -240,7 +260,7 @@ class BasicDataLoader:
 
     def _loader(self) -> Any:
         if self._native is None:
-            self._native = _native._Loader(
+            self._native = _start_loader(
                 self.dataset._spec, prefetch_factor=self._prefetch_factor, skip=self._skip
             )
         return self._native

@@ -20,8 +20,7 @@ from typing import Any, Iterator
 
 import torch.utils.data
 
-from . import _native
-from .loader import Dataset
+from .loader import Dataset, _start_loader
 
 __all__ = ["IterableDataset"]
 
@@ -40,16 +39,14 @@ class IterableDataset(torch.utils.data.IterableDataset):
         num_workers = self.dataset.worker_config.num_workers
         if info is None:
             # In the main process: the whole rank's pipeline(s), on Rust threads.
-            return iter(_native._Loader(self.dataset._spec, prefetch_factor=self.prefetch_factor))
+            return iter(_start_loader(self.dataset._spec, prefetch_factor=self.prefetch_factor))
         if info.num_workers != num_workers:
             raise ValueError(
                 f"the DataLoader has {info.num_workers} workers but the dataset's worker_config "
                 f"has num_workers={num_workers}; they must match"
             )
         return iter(
-            _native._Loader(
-                self.dataset._spec, prefetch_factor=self.prefetch_factor, worker=info.id
-            )
+            _start_loader(self.dataset._spec, prefetch_factor=self.prefetch_factor, worker=info.id)
         )
 
     def __len__(self) -> int:
