@@ -12,7 +12,7 @@ python="${PYTHON:-python3}"
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
-export VIRTUAL_ENV="$PWD/$venv"
+export VIRTUAL_ENV="$(cd "$venv" && pwd)"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
 packages=(maturin numpy pytest mypy)
 if [ "${ENERGON_PY_NO_TORCH:-0}" != 1 ]; then
