@@ -1,6 +1,10 @@
 //! Errors returned by energon-cook.
 
-/// An error building or running a loader pipeline.
+use std::{fmt, ops::RangeInclusive, path::PathBuf};
+
+use crate::hook::BoxError;
+
+/// An error building or running a loader pipeline, or reading or writing a checkpoint.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -66,6 +70,186 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A task encoder hook or cooker failed on a sample; under the error policy the sample was
+    /// dropped (this error is what the policy logs, and the last one of
+    /// [`Error::TooManyFailures`]).
+    #[error("{hook} failed on {sample}: {source}")]
+    Hook {
+        /// The hook (`encode_sample`, `batch`, `cook_crude_sample`, ...).
+        hook: &'static str,
+        /// The restore key of the input.
+        sample: String,
+        /// What the hook reported.
+        #[source]
+        source: BoxError,
+    },
+    /// A hook reported a fatal error (the reference's `FatalSampleError`).
+    #[error("{hook} failed fatally on {sample}: {source}")]
+    Fatal {
+        /// The hook.
+        hook: &'static str,
+        /// The restore key of the input.
+        sample: String,
+        /// What the hook reported.
+        #[source]
+        source: BoxError,
+    },
+    /// A hook failed on too many consecutive samples (the failure tolerance of the error
+    /// policy); likely the code or the dataset is broken.
+    #[error(
+        "{hook} failed {count} times in a row (failure tolerance {tolerance}); likely the code \
+         or the dataset is broken; last error: {last}"
+    )]
+    TooManyFailures {
+        /// The hook.
+        hook: &'static str,
+        /// Consecutive failures.
+        count: u64,
+        /// The tolerance.
+        tolerance: u64,
+        /// The last failure.
+        #[source]
+        last: Box<Error>,
+    },
+    /// A setting needs a hook the task encoder does not declare (in `TaskEncoder::hooks`), or a
+    /// hook that is not implemented would have to convert between different types.
+    #[error("the task encoder must implement {hook}: {reason}")]
+    MissingHook {
+        /// The hook.
+        hook: &'static str,
+        /// Why it is needed.
+        reason: &'static str,
+    },
+    /// No cooker of the task encoder matches a crude dataset's subflavors.
+    #[error("no cooker of the task encoder matches the subflavors {subflavors} of {dataset}")]
+    NoCooker {
+        /// The dataset path.
+        dataset: String,
+        /// The subflavors (JSON).
+        subflavors: String,
+    },
+    /// A stage of the pipeline cannot save or restore its progress.
+    #[error("{stage} cannot save or restore its progress")]
+    NotSavable {
+        /// The stage.
+        stage: &'static str,
+    },
+    /// A saved state does not fit the pipeline it is restored into.
+    #[error("the saved state does not fit this loader: {reason}")]
+    BadState {
+        /// What does not fit.
+        reason: String,
+    },
+    /// A buffered item could not be re-created from its restore key on restore.
+    #[error("cannot re-create {restore_key} on restore: {source}")]
+    RestoreItem {
+        /// The restore key.
+        restore_key: String,
+        /// Why.
+        #[source]
+        source: Box<Error>,
+    },
+    /// A checkpoint file could not be read or written.
+    #[error("cannot {action} checkpoint {path}: {source}")]
+    CheckpointIo {
+        /// `read` or `write`.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A checkpoint file is damaged (truncated, altered, not a checkpoint).
+    #[error("corrupt checkpoint {path} at byte {offset}: {reason}")]
+    CorruptCheckpoint {
+        /// The file.
+        path: PathBuf,
+        /// Where the damage was found.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A checkpoint file of a format version this build does not read.
+    #[error(
+        "checkpoint {path} has format version {found}, this build reads versions \
+         {}..={}; use a newer energon-rs to read it",
+        supported.start(), supported.end()
+    )]
+    IncompatibleCheckpoint {
+        /// The file.
+        path: PathBuf,
+        /// The file's version.
+        found: u32,
+        /// The versions this build reads.
+        supported: RangeInclusive<u32>,
+    },
+    /// A checkpoint was saved by a loader with another dataset or configuration (the
+    /// reference's `loader.config()` comparison).
+    #[error("the checkpoint was saved by a different loader: {}", Differences(differences))]
+    ConfigMismatch {
+        /// What differs.
+        differences: Vec<ConfigDifference>,
+    },
+}
+
+/// One entry of a loader configuration that differs between a checkpoint and a loader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigDifference {
+    /// The entry (`batch_size`, `dataset.shards`, `worker_config.num_workers`, ...).
+    pub key: String,
+    /// The checkpoint's value (`None`: the checkpoint has no such entry).
+    pub checkpoint: Option<String>,
+    /// The loader's value (`None`: the loader has no such entry).
+    pub loader: Option<String>,
+}
+
+impl fmt::Display for ConfigDifference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".to_owned());
+        write!(
+            f,
+            "{} is {} in the checkpoint but {} in this loader",
+            self.key,
+            show(&self.checkpoint),
+            show(&self.loader)
+        )
+    }
+}
+
+struct Differences<'a>(&'a [ConfigDifference]);
+
+impl fmt::Display for Differences<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, d) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{d}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Error {
+    /// Whether the error is a sample's fault (a part that cannot be decoded, a field that
+    /// cannot be filled, a hook's failure), which the error policy drops, rather than the
+    /// loader's (a shard that cannot be read), which stops it.
+    pub fn is_sample_error(&self) -> bool {
+        use energon_reader::Error as R;
+        match self {
+            Error::Hook { .. } => true,
+            Error::Reader(err) => matches!(
+                err,
+                R::Decode { .. }
+                    | R::Field { .. }
+                    | R::NotFound { .. }
+                    | R::CorruptSample { .. }
+                    | R::Unsupported { .. }
+            ),
+            _ => false,
+        }
+    }
 }
 
 /// `Result` with this crate's [`Error`].

@@ -47,12 +47,22 @@
 //! ```
 #![deny(missing_docs)]
 
+mod apply;
 mod batch;
 mod builder;
+pub mod checkpoint;
+mod context;
+mod encoder;
+mod epoch;
 mod error;
+mod group;
+mod hook;
 mod loader;
 mod map;
 mod mix;
+mod packing;
+mod pipeline;
+mod policy;
 mod repeat;
 mod restore_key;
 mod shuffle;
@@ -62,14 +72,20 @@ pub mod state;
 
 pub use crate::{
     batch::{Batch, Batcher},
-    builder::{BoxStage, LoaderBuilder, MapFn, SampleSource},
-    error::{Error, Result},
+    builder::{BoxStage, LoaderBuilder, MapFn, SampleSource, max_open_shards},
+    checkpoint::{Checkpoint, LoaderState},
+    context::{SampleContext, WorkerInfo},
+    encoder::{AuxStore, CookContext, CookFn, Cooker, DefaultTaskEncoder, Hooks, TaskEncoder},
+    error::{ConfigDifference, Error, Result},
+    hook::{BoxError, HookError, HookResult, Outputs},
     loader::{Loaded, Loader, LoaderConfig},
     map::Map,
     mix::{MixLeaf, MixLoaderBuilder},
+    policy::{ErrorPolicy, FailureStats, HookCounts},
     repeat::Repeat,
     restore_key::{KeyPart, RestoreKey},
     shuffle::ShuffleBuffer,
     source::LeafSource,
     stage::{FnStage, Keyed, Stage},
+    state::StageState,
 };

@@ -14,10 +14,14 @@ use std::{
 };
 
 use crossbeam_channel::{Receiver, Sender};
+use energon_dist::WorkerConfig;
 
 use crate::{
+    checkpoint::{LoaderState, PipelineConfig, WorkerState},
     error::{Error, Result},
+    policy::FailureStats,
     stage::Stage,
+    state::StageState,
 };
 
 /// How the loader runs the worker pipelines.
@@ -45,10 +49,20 @@ pub struct Loaded<I> {
     pub value: I,
 }
 
-/// Iterates the items of one pass of every worker pipeline in round-robin order: worker 0's
-/// first item, worker 1's first, ..., worker 0's second, and so on, each worker at most
-/// `prefetch_factor` items ahead; a worker whose pass has ended is skipped. The order depends on
-/// the pipelines only, never on thread timing.
+/// Iterates the items of every worker pipeline in round-robin order: worker 0's first item,
+/// worker 1's first, ..., worker 0's second, and so on, each worker at most `prefetch_factor`
+/// items ahead; a worker whose pass has ended is skipped. The order depends on the pipelines
+/// only, never on thread timing.
+///
+/// When every worker's pass has ended the iterator returns `None`; calling `next` again starts
+/// the next pass (a new epoch of a loader with virtual epochs, or of a validation loader), as
+/// iterating a torch `DataLoader` again does.
+///
+/// [`Loader::save_state`] saves the loader's position between two items exactly: each worker
+/// reports the state of its pipeline after every item it hands over (every
+/// `checkpoint_every`-th with [`LoaderBuilder::checkpoint_every`](crate::LoaderBuilder)), and
+/// the state of the last item the consumer took is the worker's state, so a loader restored
+/// from it yields exactly the items this one would have yielded next.
 ///
 /// After an error (from a pipeline, or a worker thread that panicked) the loader yields nothing
 /// more. Dropping the loader stops the worker threads.
@@ -56,10 +70,68 @@ pub struct Loader<I> {
     mode: Mode<I>,
     next_worker: usize,
     failed: bool,
+    meta: Meta,
+    stats: FailureStats,
+}
+
+/// What a checkpoint of the loader says besides the workers' states.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Meta {
+    pub(crate) worker_config: Option<WorkerConfig>,
+    pub(crate) micro_batch_size: Option<usize>,
+    pub(crate) config: PipelineConfig,
+}
+
+/// Where a worker starts: a saved state and the items to replay after it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Start {
+    pub(crate) state: Option<StageState>,
+    pub(crate) replay: u64,
+    pub(crate) exhausted: bool,
+}
+
+/// Options of [`Loader::start`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StartOptions {
+    /// Report the pipeline's state every this many pulls (0: never; saves then replay).
+    pub(crate) checkpoint_every: u64,
+    /// Where each worker starts (empty: fresh pipelines).
+    pub(crate) starts: Vec<Start>,
+    /// The worker whose item comes first.
+    pub(crate) next_worker: usize,
+    pub(crate) meta: Meta,
+    pub(crate) stats: FailureStats,
+}
+
+/// A worker's position as the consumer sees it.
+#[derive(Debug, Clone, Default)]
+struct Progress {
+    /// Where the worker started.
+    base: Start,
+    /// Messages (items and ends of passes) taken from the worker since.
+    consumed: u64,
+    /// The newest state the worker reported, and after how many messages.
+    snapshot: Option<(u64, StageState)>,
+}
+
+impl Progress {
+    fn take(&mut self, state: Option<StageState>) {
+        self.consumed += 1;
+        if let Some(state) = state {
+            self.snapshot = Some((self.consumed, state));
+        }
+    }
+
+    fn checkpoint(&self) -> (Option<StageState>, u64) {
+        match &self.snapshot {
+            Some((at, state)) => (Some(state.clone()), self.consumed - at),
+            None => (self.base.state.clone(), self.base.replay + self.consumed),
+        }
+    }
 }
 
 enum Mode<I> {
-    InProcess { pipeline: Box<dyn Stage<Item = I>>, done: bool },
+    InProcess { pipeline: Box<dyn Stage<Item = I>>, progress: Box<Progress> },
     Threads { workers: Vec<WorkerThread<I>> },
 }
 
@@ -67,11 +139,12 @@ struct WorkerThread<I> {
     receiver: Option<Receiver<Message<I>>>,
     thread: Option<JoinHandle<()>>,
     exhausted: bool,
+    progress: Progress,
 }
 
 enum Message<I> {
-    Item(I),
-    End,
+    Item(I, Option<StageState>),
+    End(Option<StageState>),
     Failed(Error),
 }
 
@@ -82,7 +155,18 @@ impl<I: Send + 'static> Loader<I> {
     /// Fails if the number of pipelines does not match, `prefetch_factor` is 0, or a thread cannot
     /// be started.
     pub fn new(pipelines: Vec<Box<dyn Stage<Item = I>>>, config: LoaderConfig) -> Result<Self> {
-        if pipelines.len() != config.num_workers.max(1) {
+        let options = StartOptions { checkpoint_every: 1, ..StartOptions::default() };
+        Loader::start(pipelines, config, options)
+    }
+
+    /// A loader whose workers start where `options` says.
+    pub(crate) fn start(
+        pipelines: Vec<Box<dyn Stage<Item = I>>>,
+        config: LoaderConfig,
+        options: StartOptions,
+    ) -> Result<Self> {
+        let n_pipelines = config.num_workers.max(1);
+        if pipelines.len() != n_pipelines {
             return Err(Error::InvalidSetting {
                 setting: "num_workers",
                 value: config.num_workers.to_string(),
@@ -96,31 +180,44 @@ impl<I: Send + 'static> Loader<I> {
                 reason: "must be at least 1",
             });
         }
+        let StartOptions { checkpoint_every, mut starts, next_worker, meta, stats } = options;
+        if starts.is_empty() {
+            starts = vec![Start::default(); n_pipelines];
+        }
+        if starts.len() != n_pipelines || next_worker >= n_pipelines {
+            return Err(Error::BadState {
+                reason: format!(
+                    "{} worker states (next worker {next_worker}) for {n_pipelines} workers",
+                    starts.len()
+                ),
+            });
+        }
         let mut pipelines = pipelines;
         let mode = if config.num_workers == 0 {
-            let pipeline = pipelines.pop().ok_or(Error::InvalidSetting {
-                setting: "num_workers",
-                value: "0".into(),
-                reason: "needs one pipeline",
-            })?;
-            Mode::InProcess { pipeline, done: false }
+            let mut pipeline = pipelines.pop().expect("exactly one pipeline");
+            let start = starts.pop().expect("exactly one start");
+            resume(pipeline.as_mut(), &start)?;
+            let progress = Box::new(Progress { base: start, ..Progress::default() });
+            Mode::InProcess { pipeline, progress }
         } else {
             let mut workers = Vec::with_capacity(pipelines.len());
-            for (worker, pipeline) in pipelines.into_iter().enumerate() {
+            for (worker, (pipeline, start)) in pipelines.into_iter().zip(starts).enumerate() {
                 let (sender, receiver) = crossbeam_channel::bounded(config.prefetch_factor);
+                let thread_start = start.clone();
                 let thread = thread::Builder::new()
                     .name(format!("energon-worker-{worker}"))
-                    .spawn(move || run_worker(pipeline, &sender))
+                    .spawn(move || run_worker(pipeline, &thread_start, checkpoint_every, &sender))
                     .map_err(|source| Error::Spawn { worker, source })?;
                 workers.push(WorkerThread {
                     receiver: Some(receiver),
                     thread: Some(thread),
-                    exhausted: false,
+                    exhausted: start.exhausted,
+                    progress: Progress { base: start, ..Progress::default() },
                 });
             }
             Mode::Threads { workers }
         };
-        Ok(Loader { mode, next_worker: 0, failed: false })
+        Ok(Loader { mode, next_worker, failed: false, meta, stats })
     }
 }
 
@@ -132,19 +229,101 @@ impl<I> Loader<I> {
             Mode::Threads { workers } => workers.len(),
         }
     }
+
+    /// Failures and skips of the task encoder's hooks so far, over all workers.
+    pub fn failures(&self) -> &FailureStats {
+        &self.stats
+    }
+
+    /// The state of this loader between the items it handed out and the next one (the
+    /// reference's `save_state_rank`): a loader built the same way and restored from it
+    /// (`LoaderBuilder::restore_state`) yields exactly the items this one yields next.
+    ///
+    /// Fails only without worker threads, when a stage cannot save its state and the items
+    /// since the start cannot be replayed either (never for the builders' pipelines).
+    pub fn save_state(&self) -> Result<LoaderState> {
+        let workers: Vec<(Option<StageState>, u64, bool)> = match &self.mode {
+            Mode::InProcess { pipeline, progress } => {
+                let (state, replay) = match pipeline.state() {
+                    Ok(state) => (Some(state), 0),
+                    Err(_) => progress.checkpoint(),
+                };
+                vec![(state, replay, false)]
+            }
+            Mode::Threads { workers } => workers
+                .iter()
+                .map(|w| {
+                    let (state, replay) = w.progress.checkpoint();
+                    (state, replay, w.exhausted)
+                })
+                .collect(),
+        };
+        let cfg = self.meta.worker_config;
+        let rank = cfg.map_or(0, |c| c.rank());
+        let n_local = workers.len();
+        Ok(LoaderState {
+            rank,
+            world_size: cfg.map_or(1, |c| c.world_size()),
+            num_workers: cfg.map_or(if n_local == 1 { 0 } else { n_local }, |c| c.num_workers()),
+            next_worker: self.next_worker,
+            micro_batch_size: self.meta.micro_batch_size,
+            workers: workers
+                .into_iter()
+                .enumerate()
+                .map(|(local, (state, replay, exhausted))| WorkerState {
+                    global_worker_id: rank * n_local + local,
+                    state,
+                    replay,
+                    exhausted,
+                })
+                .collect(),
+            config: self.meta.config.clone(),
+        })
+    }
 }
 
-/// The body of a worker thread: pull, send, until the pass ends, an error occurs or the loader is
-/// gone.
-fn run_worker<I>(mut pipeline: Box<dyn Stage<Item = I>>, sender: &Sender<Message<I>>) {
+/// Restores a pipeline's state and replays the items after it.
+fn resume<I>(pipeline: &mut dyn Stage<Item = I>, start: &Start) -> Result<()> {
+    if let Some(state) = &start.state {
+        pipeline.restore(state)?;
+    }
+    for _ in 0..start.replay {
+        pipeline.next()?;
+    }
+    Ok(())
+}
+
+/// The body of a worker thread: restore, then pull and send (with the pipeline's state every
+/// `every` pulls), until an error occurs or the loader is gone. A pass that ends is reported
+/// and the next pass follows.
+fn run_worker<I>(
+    mut pipeline: Box<dyn Stage<Item = I>>,
+    start: &Start,
+    every: u64,
+    sender: &Sender<Message<I>>,
+) {
+    if let Err(err) = resume(pipeline.as_mut(), start) {
+        let _ = sender.send(Message::Failed(err));
+        return;
+    }
+    let mut pulls = 0u64;
+    let mut savable = every > 0;
     loop {
-        let (message, last) = match pipeline.next() {
-            Ok(Some(item)) => (Message::Item(item), false),
-            Ok(None) => (Message::End, true),
+        let res = pipeline.next();
+        pulls += 1;
+        let state = if savable && res.is_ok() && pulls.is_multiple_of(every) {
+            // A stage that cannot save stays so: stop asking, the consumer replays instead.
+            pipeline.state().map_err(|_| savable = false).ok()
+        } else {
+            None
+        };
+        let (message, failed) = match res {
+            Ok(Some(item)) => (Message::Item(item, state), false),
+            Ok(None) => (Message::End(state), false),
             Err(err) => (Message::Failed(err), true),
         };
         // A send fails only when the loader was dropped: nobody wants more items.
-        if sender.send(message).is_err() || last {
+        if sender.send(message).is_err() || failed {
             return;
         }
     }
@@ -158,23 +337,27 @@ impl<I> Iterator for Loader<I> {
             return None;
         }
         let res = match &mut self.mode {
-            Mode::InProcess { pipeline, done } => {
-                if *done {
+            Mode::InProcess { pipeline, progress } => match pipeline.next() {
+                Ok(Some(value)) => {
+                    progress.take(None);
+                    Ok(Loaded { worker: 0, value })
+                }
+                Ok(None) => {
+                    progress.take(None);
                     return None;
                 }
-                match pipeline.next() {
-                    Ok(Some(value)) => Ok(Loaded { worker: 0, value }),
-                    Ok(None) => {
-                        *done = true;
-                        return None;
-                    }
-                    Err(err) => Err(err),
-                }
-            }
+                Err(err) => Err(err),
+            },
             Mode::Threads { workers } => {
                 let n_workers = workers.len();
                 loop {
                     if workers.iter().all(|w| w.exhausted) {
+                        // The pass of every worker ended: so does the loader's; the next call
+                        // starts the next pass at worker 0.
+                        for w in workers.iter_mut() {
+                            w.exhausted = false;
+                        }
+                        self.next_worker = 0;
                         return None;
                     }
                     let worker = self.next_worker;
@@ -188,8 +371,14 @@ impl<I> Iterator for Loader<I> {
                         None => None,
                     };
                     match received {
-                        Some(Message::Item(value)) => break Ok(Loaded { worker, value }),
-                        Some(Message::End) => slot.exhausted = true,
+                        Some(Message::Item(value, state)) => {
+                            slot.progress.take(state);
+                            break Ok(Loaded { worker, value });
+                        }
+                        Some(Message::End(state)) => {
+                            slot.progress.take(state);
+                            slot.exhausted = true;
+                        }
                         Some(Message::Failed(err)) => break Err(err),
                         // The thread is gone without a word: it panicked.
                         None => {

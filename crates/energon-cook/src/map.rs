@@ -1,8 +1,10 @@
 //! The map stage: applies a function to every item (the reference's `MapDataset`).
 
 use crate::{
-    error::Result,
-    stage::{Keyed, Stage},
+    error::{Error, Result},
+    restore_key::KeyPart,
+    stage::{Keyed, Stage, bad_key, split_key},
+    state::{StageState, mismatch},
 };
 
 /// Applies `f` to each item of the inner stage and prepends `("MapDataset", index)` to its restore
@@ -62,6 +64,44 @@ where
 
     fn len_worker(&self) -> u64 {
         self.inner.len_worker()
+    }
+
+    fn state(&self) -> Result<StageState> {
+        Ok(StageState::Map {
+            index: self.sample_index,
+            failures: 0,
+            pending: None,
+            inner: Box::new(self.inner.state()?),
+        })
+    }
+
+    fn restore(&mut self, state: &StageState) -> Result<()> {
+        let StageState::Map { index, pending, inner, .. } = state else {
+            return Err(mismatch("map stage", state));
+        };
+        if pending.is_some() {
+            return Err(Error::BadState {
+                reason: "a map stage of single outputs cannot continue a generator".to_owned(),
+            });
+        }
+        self.inner.restore(inner)?;
+        self.sample_index = *index;
+        Ok(())
+    }
+
+    fn restore_item(&mut self, key: &[KeyPart]) -> Result<Keyed<U>> {
+        let Some((index, rest)) = split_key("MapDataset", key) else {
+            return Err(bad_key("map stage", key));
+        };
+        let item = self.inner.restore_item(rest)?;
+        let Some(value) = (self.f)(item.value)? else {
+            return Err(Error::BadState {
+                reason: format!("the map function skipped {} on restore", item.restore_key),
+            });
+        };
+        let mut restore_key = item.restore_key;
+        restore_key.prepend("MapDataset", index);
+        Ok(Keyed { restore_key, value })
     }
 }
 

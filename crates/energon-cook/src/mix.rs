@@ -8,17 +8,24 @@
 
 use std::sync::Arc;
 
-use energon_mix::{Combiner, LeafSample, Mix, MixPlan, Source, Tag};
+use energon_mix::{Combiner, LeafData, LeafSample, Mix, MixPlan, Source, Tag};
+use energon_reader::{Decoder, FileStore, WebdatasetFileStore};
 
 use crate::{
-    batch::{Batch, Batcher},
-    builder::{BoxStage, MapFn},
+    apply::Apply,
+    builder::{BoxStage, Common, MapFn, fingerprint, load_fn},
+    checkpoint::PipelineConfig,
+    context::StageEnv,
+    encoder::{AuxStore, Cooker, DefaultTaskEncoder, TaskEncoder},
     error::{Error, Result},
-    loader::{Loader, LoaderConfig},
-    map::Map,
-    shuffle::ShuffleBuffer,
+    hook::HookError,
+    loader::Loader,
+    pipeline::{self, Cooking},
+    policy::FailureStats,
+    restore_key::KeyPart,
     source::LeafSource,
-    stage::{Keyed, Stage},
+    stage::{Keyed, Stage, bad_key, split_key},
+    state::{MixNode, StageState, mismatch},
 };
 
 /// A leaf pipeline as a leaf of energon-mix's stages.
@@ -27,6 +34,13 @@ pub struct MixLeaf<T>(BoxStage<T>);
 impl<T> std::fmt::Debug for MixLeaf<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MixLeaf").field("len_worker", &self.0.len_worker()).finish()
+    }
+}
+
+impl<T> MixLeaf<T> {
+    /// A leaf over `stage`.
+    pub fn new(stage: BoxStage<T>) -> Self {
+        MixLeaf(stage)
     }
 }
 
@@ -62,26 +76,69 @@ impl<T> Stage for Mix<MixLeaf<T>> {
     fn len_worker(&self) -> u64 {
         Source::len_worker(self)
     }
+
+    fn state(&self) -> Result<StageState> {
+        let leaves = self.leaves().into_iter().map(|leaf| leaf.0.state()).collect::<Result<_>>()?;
+        Ok(StageState::Mix { tree: Mix::state(self).into(), leaves })
+    }
+
+    fn restore(&mut self, state: &StageState) -> Result<()> {
+        let StageState::Mix { tree, leaves } = state else {
+            return Err(mismatch("metadataset", state));
+        };
+        let mut mine = self.leaves_mut();
+        if mine.len() != leaves.len() {
+            return Err(Error::BadState {
+                reason: format!("{} leaf states for {} leaves", leaves.len(), mine.len()),
+            });
+        }
+        for (leaf, state) in mine.iter_mut().zip(leaves) {
+            leaf.0.restore(state)?;
+        }
+        Mix::restore(self, &MixNode::clone(tree).into())?;
+        Ok(())
+    }
+
+    fn restore_item(&mut self, key: &[KeyPart]) -> Result<Keyed<T>> {
+        match self {
+            Mix::Leaf(leaf) => leaf.0.restore_item(key),
+            Mix::Repeat(repeat) => repeat.inner_mut().restore_item(key),
+            Mix::Blend(blend) => restore_child(blend.children_mut(), Combiner::Blend, key),
+            Mix::Concat(concat) => restore_child(concat.children_mut(), Combiner::Concat, key),
+        }
+    }
+}
+
+fn restore_child<T>(
+    children: &mut [Mix<MixLeaf<T>>],
+    combiner: Combiner,
+    key: &[KeyPart],
+) -> Result<Keyed<T>> {
+    let child = split_key(combiner.name(), key).and_then(|(child, rest)| {
+        Some((children.get_mut(usize::try_from(child).ok()?)?, child, rest))
+    });
+    let Some((mix, child, rest)) = child else { return Err(bad_key(combiner.name(), key)) };
+    let mut item = mix.restore_item(rest)?;
+    item.restore_key.prepend(combiner.name(), child);
+    Ok(item)
 }
 
 /// Builds the loader of a metadataset split from its [`MixPlan`] (the reference's
-/// `get_train_dataset` / `get_val_dataset` on a metadataset, then `get_loader`):
+/// `get_train_dataset` / `get_val_dataset` on a metadataset, then `get_savable_loader`):
 ///
 /// 1. per leaf: the worker's slices in the leaf order, each sample read and turned into a `T`
-///    by `load`, then `cook` for crude leaves (JSONL files, crude WebDatasets);
+///    by `load`, then, for crude leaves (JSONL files, crude WebDatasets), cooked by the task
+///    encoder's first cooker matching the leaf's subflavors, with the leaf's auxiliary sources;
 /// 2. the leaves combined as the plan's blend mode says (repetition, blend, concatenation);
 /// 3. training only: the shuffle buffer, if `shuffle_buffer_size > 1`;
-/// 4. `encode` (identity unless set);
-/// 5. with a batch size: batches, then `encode_batch` (identity).
-pub struct MixLoaderBuilder<T> {
+/// 4. to 7. the task encoder's stages, batching, virtual epochs or limit, as
+///    [`LoaderBuilder`](crate::LoaderBuilder) has them.
+pub struct MixLoaderBuilder<T, E = DefaultTaskEncoder<T>> {
     plan: Arc<MixPlan>,
     load: MapFn<LeafSample, T>,
-    cook: Option<MapFn<T, T>>,
-    encode: Option<MapFn<T, T>>,
-    shuffle_buffer_size: usize,
-    batch_size: Option<usize>,
-    drop_last: bool,
-    prefetch_factor: usize,
+    encoder: Arc<E>,
+    aux_decoder: Option<Decoder>,
+    common: Common,
 }
 
 impl<T: Send + 'static> MixLoaderBuilder<T> {
@@ -91,149 +148,213 @@ impl<T: Send + 'static> MixLoaderBuilder<T> {
     where
         L: Fn(LeafSample) -> Result<Option<T>> + Send + Sync + 'static,
     {
+        let mut common = Common::default();
+        common.settings.training = plan.options.training;
         MixLoaderBuilder {
             plan: Arc::new(plan),
             load: Arc::new(load),
-            cook: None,
-            encode: None,
-            shuffle_buffer_size: 0,
-            batch_size: None,
-            drop_last: false,
-            prefetch_factor: 2,
+            encoder: Arc::new(DefaultTaskEncoder::default()),
+            aux_decoder: Some(Decoder::default()),
+            common,
         }
     }
 
-    /// Adds a cooking stage after `load` on the crude leaves.
+    /// Cooks the samples of every crude leaf with `cook` after `load` (a catch-all cooker of the
+    /// default task encoder).
     pub fn cook<F>(mut self, cook: F) -> Self
     where
         F: Fn(T) -> Result<Option<T>> + Send + Sync + 'static,
     {
-        self.cook = Some(Arc::new(cook));
+        let cooker = Cooker::new(move |sample, _| match cook(sample) {
+            Ok(Some(sample)) => Ok(sample),
+            Ok(None) => Err(HookError::Skip),
+            Err(err) => Err(HookError::Failed(Box::new(err))),
+        });
+        let encoder = Arc::make_mut(&mut self.encoder);
+        *encoder = encoder.clone().with_cookers(vec![cooker]);
         self
     }
 
-    /// Sets the per-sample encoding (identity by default).
+    /// Sets the per-sample encoding of the default task encoder (identity by default).
     pub fn encode<F>(mut self, encode: F) -> Self
     where
         F: Fn(T) -> Result<Option<T>> + Send + Sync + 'static,
     {
-        self.encode = Some(Arc::new(encode));
+        let encoder = Arc::make_mut(&mut self.encoder);
+        *encoder = encoder.clone().encode_with(encode);
+        self
+    }
+}
+
+impl<T: Send + 'static, E: TaskEncoder<Sample = T>> MixLoaderBuilder<T, E> {
+    /// The same loader with another task encoder.
+    pub fn task_encoder<E2: TaskEncoder<Sample = T>>(self, encoder: E2) -> MixLoaderBuilder<T, E2> {
+        MixLoaderBuilder {
+            plan: self.plan,
+            load: self.load,
+            encoder: Arc::new(encoder),
+            aux_decoder: self.aux_decoder,
+            common: self.common,
+        }
+    }
+
+    /// How files read from auxiliary sources are decoded (default: the default decoder; `None`
+    /// keeps raw bytes).
+    pub fn aux_decoder(mut self, decoder: Option<Decoder>) -> Self {
+        self.aux_decoder = decoder;
         self
     }
 
-    /// The shuffle buffer size (training only; sizes 0 and 1 mean no buffer).
-    pub fn shuffle_buffer_size(mut self, shuffle_buffer_size: usize) -> Self {
-        self.shuffle_buffer_size = shuffle_buffer_size;
-        self
-    }
-
-    /// The batch size (`None`: no batching, for [`MixLoaderBuilder::build_samples`]).
-    pub fn batch_size(mut self, batch_size: Option<usize>) -> Self {
-        self.batch_size = batch_size;
-        self
-    }
-
-    /// Whether the last, shorter batch of a pass is dropped.
-    pub fn drop_last(mut self, drop_last: bool) -> Self {
-        self.drop_last = drop_last;
-        self
-    }
-
-    /// Items each worker may prepare ahead (default 2).
-    pub fn prefetch_factor(mut self, prefetch_factor: usize) -> Self {
-        self.prefetch_factor = prefetch_factor;
-        self
-    }
+    crate::builder::common_setters!();
 
     /// The plan.
     pub fn plan(&self) -> &MixPlan {
         &self.plan
     }
 
-    /// The pipelines of every local worker up to the encode stage (samples, not batched).
-    pub fn build_sample_pipelines(&self) -> Result<Vec<BoxStage<T>>> {
-        let cfg = self.plan.worker_config;
-        let mut res = Vec::with_capacity(cfg.n_local_workers());
-        for worker in 0..cfg.n_local_workers() {
-            let mix = self.plan.build_worker(worker, |_, leaf, iter| {
-                let data = leaf.data.clone();
-                let source = LeafSource::new(iter, move |index| Ok(data.read(index)?));
-                let load = Arc::clone(&self.load);
-                let mut stage: BoxStage<T> = Box::new(Map::new(source, move |s| load(s)));
-                if let (true, Some(cook)) = (leaf.crude, &self.cook) {
-                    let cook = Arc::clone(cook);
-                    stage = Box::new(Map::new(stage, move |x| cook(x)));
+    /// The configuration a checkpoint of this loader records (and a restore compares).
+    pub fn config(&self) -> PipelineConfig {
+        let plan = &self.plan;
+        let mut config = self.common.config(&plan.worker_config, &*self.encoder);
+        config.insert("dataset.kind", "metadataset");
+        config.insert("dataset.mode", format!("{:?}", plan.mode));
+        config.insert("dataset.repeat", plan.options.repeat);
+        config.insert(
+            "dataset.max_samples_per_sequence",
+            format!("{:?}", plan.options.max_samples_per_sequence),
+        );
+        for (i, leaf) in plan.leaves.iter().enumerate() {
+            config.insert(format!("_leaf.{i}.path"), leaf.leaf.path.display());
+            config.insert(format!("leaf.{i}.split_part"), &leaf.split_part);
+            let shards = match &leaf.data {
+                LeafData::Dataset(dataset) => {
+                    fingerprint(&dataset.shard_names(), &dataset.shard_counts())
                 }
-                Ok(MixLeaf(stage))
-            })?;
-            let mut stage: BoxStage<T> = Box::new(mix);
-            if self.plan.options.training && self.shuffle_buffer_size > 1 {
-                let rng = cfg.worker_rng(worker)?;
-                stage = Box::new(ShuffleBuffer::new(stage, self.shuffle_buffer_size, rng));
-            }
-            // COMPAT(energon 7.4.1): DefaultTaskEncoder overrides encode_sample (a map stage).
-            stage = match &self.encode {
-                Some(encode) => {
-                    let encode = Arc::clone(encode);
-                    Box::new(Map::new(stage, move |x| encode(x)))
-                }
-                None => Box::new(Map::new(stage, |x| Ok(Some(x)))),
+                LeafData::Joined(joined) => format!("join of {} rows", joined.n_rows()),
             };
-            res.push(stage);
+            config.insert(format!("leaf.{i}.shards"), shards);
+            config.insert(format!("leaf.{i}.weight"), leaf.blend_weight);
+            config.insert(format!("leaf.{i}.repeats"), format!("{:?}", leaf.repeats));
+            config.insert(format!("leaf.{i}.subset"), format!("{:?}", leaf.leaf.subset));
+            config.insert(format!("leaf.{i}.slices"), format!("{:?}", leaf.leaf_config));
+            config.insert(format!("leaf.{i}.crude"), leaf.crude);
+            if let Some(subflavors) = &leaf.leaf.subflavors {
+                config.insert(
+                    format!("leaf.{i}.subflavors"),
+                    serde_json::Value::Object(subflavors.clone()),
+                );
+            }
+        }
+        config
+    }
+
+    /// The cooking of each leaf (`None` for leaves that are not crude).
+    fn cookings(&self) -> Result<Vec<Option<Cooking<T>>>> {
+        let mut res = Vec::with_capacity(self.plan.leaves.len());
+        for leaf in &self.plan.leaves {
+            if !leaf.crude {
+                res.push(None);
+                continue;
+            }
+            let path = leaf.leaf.path.display().to_string();
+            let subflavors = leaf.leaf.subflavors.clone();
+            let cooker =
+                pipeline::select_cooker(self.encoder.cookers(), subflavors.as_ref(), &path)?;
+            let primary = if cooker.needs_primary() {
+                let store: Arc<dyn FileStore> =
+                    Arc::new(WebdatasetFileStore::open(&leaf.leaf.path)?);
+                Some(AuxStore::new("primary", store, self.aux_decoder))
+            } else {
+                None
+            };
+            let aux: Vec<AuxStore> = leaf
+                .aux_stores()?
+                .into_iter()
+                .map(|(name, store)| AuxStore::new(name, store, self.aux_decoder))
+                .collect();
+            res.push(Some(Cooking {
+                cooker,
+                subflavors: subflavors.map(Arc::new),
+                aux: aux.into(),
+                primary,
+            }));
         }
         Ok(res)
     }
 
-    /// The loader of samples (no batching; the batch size must be unset).
-    pub fn build_samples(self) -> Result<Loader<Keyed<T>>> {
-        if let Some(batch_size) = self.batch_size {
+    /// The pipelines of every local worker up to the task encoder's sample stages (encoded,
+    /// packed, not batched).
+    pub fn build_sample_pipelines(&self) -> Result<Vec<BoxStage<E::Encoded>>> {
+        Ok(self.encoded_pipelines(&FailureStats::default())?.into_iter().map(|(s, _)| s).collect())
+    }
+
+    fn encoded_pipelines(
+        &self,
+        stats: &FailureStats,
+    ) -> Result<Vec<(BoxStage<E::Encoded>, StageEnv)>> {
+        pipeline::check_hooks(&*self.encoder, &self.common.settings)?;
+        let cfg = self.plan.worker_config;
+        let cookings = self.cookings()?;
+        let mut res = Vec::with_capacity(cfg.n_local_workers());
+        for worker in 0..cfg.n_local_workers() {
+            let env = self.common.env(&cfg, worker, stats)?;
+            let mix = self.plan.build_worker(worker, |i, leaf, iter| {
+                let data = leaf.data.clone();
+                let source = LeafSource::new(iter, move |index| Ok(data.read(index)?));
+                let mut stage: BoxStage<T> =
+                    Box::new(Apply::new(source, "load_sample", load_fn(&self.load), env.clone()));
+                if let Some(cooking) = &cookings[i] {
+                    stage = pipeline::cook_stage(&self.encoder, stage, cooking.clone(), &env);
+                }
+                Ok(MixLeaf(stage))
+            })?;
+            let stage = pipeline::encode_stages(
+                &self.encoder,
+                Box::new(mix),
+                &self.common.settings,
+                &env,
+                cfg.worker_rng(worker)?,
+            )?;
+            res.push((stage, env));
+        }
+        Ok(res)
+    }
+
+    /// The loader of encoded samples (no batching).
+    pub fn build_samples(self) -> Result<Loader<Keyed<E::Encoded>>> {
+        if self.common.settings.batches(&*self.encoder) {
             return Err(Error::InvalidSetting {
                 setting: "batch_size",
-                value: batch_size.to_string(),
-                reason: "a loader of samples has no batch size; use build_batches",
+                value: format!("{:?}", self.common.settings.batch_size),
+                reason: "a loader of samples does not batch; use build_batches",
             });
         }
-        let pipelines = self
-            .build_sample_pipelines()?
-            .into_iter()
-            .map(|stage| Box::new(stage) as Box<dyn Stage<Item = Keyed<T>>>)
-            .collect();
-        Loader::new(pipelines, self.loader_config())
+        let stats = FailureStats::default();
+        let mut pipelines = Vec::new();
+        for (stage, env) in self.encoded_pipelines(&stats)? {
+            pipelines.push(pipeline::outer_stages(stage, &self.common.settings, &env)?);
+        }
+        self.common.start(pipelines, &self.plan.worker_config, self.config(), stats, false)
     }
 
-    /// The loader of batches (the batch size must be set).
-    pub fn build_batches(self) -> Result<Loader<Keyed<Batch<T>>>> {
-        let batch_size = self.batch_size.ok_or(Error::InvalidSetting {
-            setting: "batch_size",
-            value: "None".into(),
-            reason: "a loader of batches needs a batch size",
-        })?;
-        let mut pipelines: Vec<Box<dyn Stage<Item = Keyed<Batch<T>>>>> = Vec::new();
-        for stage in self.build_sample_pipelines()? {
-            let batches = Batcher::new(stage, batch_size, self.drop_last)?;
-            // COMPAT(energon 7.4.1): DefaultTaskEncoder overrides encode_batch (a map stage).
-            pipelines.push(Box::new(Map::new(batches, |b| Ok(Some(b)))));
+    /// The loader of batches (a batch size, or batching by group).
+    pub fn build_batches(self) -> Result<Loader<Keyed<E::Output>>> {
+        let stats = FailureStats::default();
+        let mut pipelines = Vec::new();
+        for (stage, env) in self.encoded_pipelines(&stats)? {
+            let stage = pipeline::batch_stages(&self.encoder, stage, &self.common.settings, &env)?;
+            pipelines.push(pipeline::outer_stages(stage, &self.common.settings, &env)?);
         }
-        Loader::new(pipelines, self.loader_config())
-    }
-
-    fn loader_config(&self) -> LoaderConfig {
-        LoaderConfig {
-            num_workers: self.plan.worker_config.num_workers(),
-            prefetch_factor: self.prefetch_factor,
-        }
+        self.common.start(pipelines, &self.plan.worker_config, self.config(), stats, true)
     }
 }
 
-impl<T> std::fmt::Debug for MixLoaderBuilder<T> {
+impl<T, E> std::fmt::Debug for MixLoaderBuilder<T, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MixLoaderBuilder")
             .field("mode", &self.plan.mode)
             .field("leaves", &self.plan.leaves.len())
-            .field("shuffle_buffer_size", &self.shuffle_buffer_size)
-            .field("batch_size", &self.batch_size)
-            .field("drop_last", &self.drop_last)
-            .field("prefetch_factor", &self.prefetch_factor)
+            .field("common", &self.common)
             .finish_non_exhaustive()
     }
 }

@@ -3,8 +3,9 @@
 
 use crate::{
     error::{Error, Result},
+    restore_key::KeyPart,
     stage::Stage,
-    state::RepeatState,
+    state::{StageState, mismatch},
 };
 
 /// Repeats the passes of the inner stage: forever (`repeats = None`, training), or `r` times,
@@ -68,11 +69,6 @@ impl<S: Stage> Repeat<S> {
             empty_passes: 0,
             worker,
         }
-    }
-
-    /// The savable progress (the reference's `_repetition` and `_index`).
-    pub fn state(&self) -> RepeatState {
-        RepeatState { repetition: self.repetition, index: self.index }
     }
 
     /// The inner stage.
@@ -157,6 +153,33 @@ impl<S: Stage> Stage for Repeat<S> {
     fn len_worker(&self) -> u64 {
         self.inner.len_worker()
     }
+
+    fn state(&self) -> Result<StageState> {
+        Ok(StageState::Repeat {
+            repetition: self.repetition,
+            index: self.index,
+            inner: Box::new(self.inner.state()?),
+        })
+    }
+
+    fn restore(&mut self, state: &StageState) -> Result<()> {
+        let StageState::Repeat { repetition, index, inner } = state else {
+            return Err(mismatch("repetition", state));
+        };
+        self.inner.restore(inner)?;
+        self.repetition = *repetition;
+        self.index = *index;
+        // As the reference's restored generator, continue at the top of the loop: it recomputes
+        // the cut of a partial pass from the index and continues the inner stage where its own
+        // state says. (Right after the cut item the loop ends the pass the same way.)
+        self.phase = Phase::Top;
+        self.empty_passes = 0;
+        Ok(())
+    }
+
+    fn restore_item(&mut self, key: &[KeyPart]) -> Result<S::Item> {
+        self.inner.restore_item(key)
+    }
 }
 
 #[cfg(test)]
@@ -208,7 +231,8 @@ mod tests {
         let mut sorted: Vec<u64> = (0..9).map(|_| stage.next().unwrap().unwrap().value).collect();
         sorted.sort_unstable();
         assert_eq!(sorted, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
-        assert_eq!(stage.state(), RepeatState { repetition: 2, index: 3 });
+        let state = stage.state().unwrap();
+        assert!(matches!(state, StageState::Repeat { repetition: 2, index: 3, .. }), "{state:?}");
     }
 
     #[test]

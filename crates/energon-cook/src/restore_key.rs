@@ -8,11 +8,10 @@
 
 use std::{borrow::Cow, fmt};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// One element of a [`RestoreKey`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyPart {
     /// A stage name (`"Webdataset"`, `"MapDataset"`, ...).
     Name(Cow<'static, str>),
@@ -23,8 +22,11 @@ pub enum KeyPart {
 }
 
 /// A restore key: a sequence of names, indices and nested keys, outermost stage first.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
+///
+/// Serialized as nested arrays of strings and numbers in human-readable formats (JSON:
+/// `["BatchDataset", 0, ["Webdataset", 5]]`), and as tagged parts in binary ones (postcard,
+/// which cannot tell a string from a number by itself).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RestoreKey {
     parts: Vec<KeyPart>,
 }
@@ -51,6 +53,11 @@ impl RestoreKey {
         &self.parts
     }
 
+    /// Whether the key starts with the stage name `stage`.
+    pub fn starts_with(&self, stage: &str) -> bool {
+        matches!(self.parts.first(), Some(KeyPart::Name(name)) if name == stage)
+    }
+
     /// Prepends `(stage, index)`, as a stage that wraps an inner item does.
     pub fn prepend(&mut self, stage: &'static str, index: u64) {
         self.parts.splice(0..0, [KeyPart::Name(Cow::Borrowed(stage)), KeyPart::Index(index)]);
@@ -65,6 +72,90 @@ impl RestoreKey {
         let mut parts = vec![KeyPart::Name(Cow::Borrowed(stage)), KeyPart::Index(index)];
         parts.extend(keys.into_iter().map(|k| KeyPart::Key(k.clone())));
         RestoreKey { parts }
+    }
+}
+
+/// The human-readable form of a key part.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum HumanPart {
+    Name(String),
+    Index(u64),
+    Key(Vec<HumanPart>),
+}
+
+/// The binary form of a key part.
+#[derive(Serialize, Deserialize)]
+enum BinaryPart {
+    Name(String),
+    Index(u64),
+    Key(Vec<BinaryPart>),
+}
+
+impl From<&KeyPart> for HumanPart {
+    fn from(part: &KeyPart) -> Self {
+        match part {
+            KeyPart::Name(name) => HumanPart::Name(name.to_string()),
+            KeyPart::Index(index) => HumanPart::Index(*index),
+            KeyPart::Key(key) => HumanPart::Key(key.parts.iter().map(Into::into).collect()),
+        }
+    }
+}
+
+impl From<HumanPart> for KeyPart {
+    fn from(part: HumanPart) -> Self {
+        match part {
+            HumanPart::Name(name) => KeyPart::Name(Cow::Owned(name)),
+            HumanPart::Index(index) => KeyPart::Index(index),
+            HumanPart::Key(parts) => {
+                KeyPart::Key(RestoreKey::from_parts(parts.into_iter().map(Into::into).collect()))
+            }
+        }
+    }
+}
+
+impl From<&KeyPart> for BinaryPart {
+    fn from(part: &KeyPart) -> Self {
+        match part {
+            KeyPart::Name(name) => BinaryPart::Name(name.to_string()),
+            KeyPart::Index(index) => BinaryPart::Index(*index),
+            KeyPart::Key(key) => BinaryPart::Key(key.parts.iter().map(Into::into).collect()),
+        }
+    }
+}
+
+impl From<BinaryPart> for KeyPart {
+    fn from(part: BinaryPart) -> Self {
+        match part {
+            BinaryPart::Name(name) => KeyPart::Name(Cow::Owned(name)),
+            BinaryPart::Index(index) => KeyPart::Index(index),
+            BinaryPart::Key(parts) => {
+                KeyPart::Key(RestoreKey::from_parts(parts.into_iter().map(Into::into).collect()))
+            }
+        }
+    }
+}
+
+impl Serialize for RestoreKey {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if serializer.is_human_readable() {
+            let parts: Vec<HumanPart> = self.parts.iter().map(Into::into).collect();
+            parts.serialize(serializer)
+        } else {
+            let parts: Vec<BinaryPart> = self.parts.iter().map(Into::into).collect();
+            parts.serialize(serializer)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RestoreKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let parts: Vec<KeyPart> = if deserializer.is_human_readable() {
+            Vec::<HumanPart>::deserialize(deserializer)?.into_iter().map(Into::into).collect()
+        } else {
+            Vec::<BinaryPart>::deserialize(deserializer)?.into_iter().map(Into::into).collect()
+        };
+        Ok(RestoreKey { parts })
     }
 }
 
@@ -117,5 +208,7 @@ mod tests {
         let json = serde_json::to_string(&batch).unwrap();
         assert_eq!(json, r#"["BatchDataset",0,["MapDataset",1,"Webdataset",5]]"#);
         assert_eq!(serde_json::from_str::<RestoreKey>(&json).unwrap(), batch);
+        let bytes = postcard::to_stdvec(&batch).unwrap();
+        assert_eq!(postcard::from_bytes::<RestoreKey>(&bytes).unwrap(), batch);
     }
 }

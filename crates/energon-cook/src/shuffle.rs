@@ -4,9 +4,10 @@
 use energon_dist::WorkerRng;
 
 use crate::{
-    error::Result,
+    error::{Error, Result},
+    restore_key::KeyPart,
     stage::{Keyed, Stage},
-    state::ShuffleBufferState,
+    state::{StageState, mismatch},
 };
 
 /// Keeps up to `size` items and hands out a uniformly drawn one, from its own random stream.
@@ -29,15 +30,6 @@ impl<S, T> ShuffleBuffer<S, T> {
     pub fn new(inner: S, size: usize, rng: WorkerRng) -> Self {
         let size = size.max(1);
         ShuffleBuffer { inner, size, buffer: Vec::with_capacity(size), rng, draining: false }
-    }
-
-    /// The savable progress: the stream and the keys of the buffered items (the reference saves
-    /// keys, never sample data, and re-reads the samples on restore).
-    pub fn state(&self) -> ShuffleBufferState {
-        ShuffleBufferState {
-            rng: self.rng.state(),
-            restore_keys: self.buffer.iter().map(|item| item.restore_key.clone()).collect(),
-        }
     }
 
     /// The inner stage.
@@ -81,6 +73,59 @@ where
     fn len_worker(&self) -> u64 {
         self.inner.len_worker()
     }
+
+    /// The stream and the keys of the buffered items (the reference saves keys, never sample
+    /// data, and re-reads the samples on restore).
+    fn state(&self) -> Result<StageState> {
+        Ok(StageState::ShuffleBuffer {
+            rng: self.rng.state(),
+            restore_keys: self.buffer.iter().map(|item| item.restore_key.clone()).collect(),
+            draining: self.draining,
+            inner: Box::new(self.inner.state()?),
+        })
+    }
+
+    fn restore(&mut self, state: &StageState) -> Result<()> {
+        let StageState::ShuffleBuffer { rng, restore_keys, draining, inner } = state else {
+            return Err(mismatch("shuffle buffer", state));
+        };
+        if restore_keys.len() > self.size {
+            return Err(Error::BadState {
+                reason: format!(
+                    "{} buffered items do not fit a shuffle buffer of {}",
+                    restore_keys.len(),
+                    self.size
+                ),
+            });
+        }
+        self.inner.restore(inner)?;
+        self.buffer = restore_items(&mut self.inner, restore_keys)?;
+        self.rng = WorkerRng::from_state(rng.clone());
+        self.draining = *draining;
+        Ok(())
+    }
+
+    fn restore_item(&mut self, key: &[KeyPart]) -> Result<Keyed<T>> {
+        self.inner.restore_item(key)
+    }
+}
+
+/// Re-creates buffered items from their keys through `inner`.
+pub(crate) fn restore_items<S, T>(
+    inner: &mut S,
+    keys: &[crate::RestoreKey],
+) -> Result<Vec<Keyed<T>>>
+where
+    S: Stage<Item = Keyed<T>>,
+{
+    keys.iter()
+        .map(|key| {
+            inner.restore_item(key.parts()).map_err(|err| Error::RestoreItem {
+                restore_key: key.to_string(),
+                source: Box::new(err),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -137,12 +182,10 @@ mod tests {
     }
 
     #[test]
-    fn state_lists_the_buffered_keys() {
+    fn without_a_savable_inner_stage_there_is_no_state() {
         let rng = WorkerConfig::new(0, 1, 0).unwrap().worker_rng(0).unwrap();
         let mut buffer = ShuffleBuffer::new(numbers(5), 3, rng);
         buffer.next().unwrap();
-        let state = buffer.state();
-        assert_eq!(state.restore_keys.len(), 2);
-        assert!(state.rng.is_seeded());
+        assert!(matches!(buffer.state(), Err(Error::NotSavable { .. })));
     }
 }

@@ -1,12 +1,13 @@
 //! The leaf stage: a worker's slice order (energon-reader's [`LeafIter`]) joined with a sample
 //! reader.
 
-use energon_reader::leaf::{LeafIter, LeafState};
+use energon_reader::leaf::LeafIter;
 
 use crate::{
-    error::Result,
-    restore_key::RestoreKey,
-    stage::{Keyed, Stage},
+    error::{Error, Result},
+    restore_key::{KeyPart, RestoreKey},
+    stage::{Keyed, Stage, bad_key, split_key},
+    state::{StageState, mismatch},
 };
 
 /// Reads the samples of one worker in the leaf's order (the reference's
@@ -27,11 +28,6 @@ impl<R> LeafSource<R> {
     /// The slice iteration.
     pub fn leaf(&self) -> &LeafIter {
         &self.leaf
-    }
-
-    /// The savable progress (the reading function has none).
-    pub fn state(&self) -> LeafState {
-        self.leaf.state()
     }
 }
 
@@ -58,5 +54,32 @@ where
 
     fn len_worker(&self) -> u64 {
         self.leaf.len_worker()
+    }
+
+    fn state(&self) -> Result<StageState> {
+        Ok(StageState::Leaf { leaf: self.leaf.state() })
+    }
+
+    fn restore(&mut self, state: &StageState) -> Result<()> {
+        let StageState::Leaf { leaf } = state else { return Err(mismatch("leaf", state)) };
+        let slices = self.leaf.slices().clone();
+        let config = *self.leaf.config();
+        self.leaf =
+            LeafIter::from_state(slices, config, leaf.clone()).ok_or_else(|| Error::BadState {
+                reason: "the saved slice iteration does not fit this worker's slices".to_owned(),
+            })?;
+        Ok(())
+    }
+
+    fn restore_item(&mut self, key: &[KeyPart]) -> Result<Keyed<T>> {
+        let Some((index, [])) = split_key(energon_reader::RESTORE_KEY_KIND, key) else {
+            return Err(bad_key("leaf", key));
+        };
+        match (self.read)(index)? {
+            Some(value) => Ok(Keyed { restore_key: RestoreKey::leaf(index), value }),
+            None => Err(Error::BadState {
+                reason: format!("sample {index} is excluded and cannot have been buffered"),
+            }),
+        }
     }
 }

@@ -6,7 +6,11 @@
 //! does). All progress lives in the stage, so a consumer that stops pulling and comes back later
 //! continues where it stopped; nothing depends on a Python generator's hidden frame.
 
-use crate::{error::Result, restore_key::RestoreKey};
+use crate::{
+    error::{Error, Result},
+    restore_key::{KeyPart, RestoreKey},
+    state::StageState,
+};
 
 /// One step of a per-worker pipeline.
 pub trait Stage: Send {
@@ -20,6 +24,29 @@ pub trait Stage: Send {
     /// The number of samples this worker's leaf holds (the reference's `len_worker`), which a
     /// fractional repetition needs to know where to cut.
     fn len_worker(&self) -> u64;
+
+    /// The stage's complete progress, its inner stages' included (for checkpoints).
+    ///
+    /// The default reports that the stage cannot be saved; a loader then saves the position of
+    /// the consumer instead and replays the items up to it on restore.
+    fn state(&self) -> Result<StageState> {
+        Err(Error::NotSavable { stage: std::any::type_name::<Self>() })
+    }
+
+    /// Continues from a progress [`Stage::state`] returned for a stage built the same way;
+    /// buffered items are re-created from their restore keys.
+    fn restore(&mut self, state: &StageState) -> Result<()> {
+        let _ = state;
+        Err(Error::NotSavable { stage: std::any::type_name::<Self>() })
+    }
+
+    /// Re-creates the item with restore key `key` (as this stage's items carry it), without
+    /// changing the stage's progress: re-reads the sample and re-runs the functions of the
+    /// stages it went through, with the same indices (so the same per-sample seeds).
+    fn restore_item(&mut self, key: &[KeyPart]) -> Result<Self::Item> {
+        let _ = key;
+        Err(Error::NotSavable { stage: std::any::type_name::<Self>() })
+    }
 }
 
 impl<S: Stage + ?Sized> Stage for Box<S> {
@@ -31,6 +58,36 @@ impl<S: Stage + ?Sized> Stage for Box<S> {
 
     fn len_worker(&self) -> u64 {
         (**self).len_worker()
+    }
+
+    fn state(&self) -> Result<StageState> {
+        (**self).state()
+    }
+
+    fn restore(&mut self, state: &StageState) -> Result<()> {
+        (**self).restore(state)
+    }
+
+    fn restore_item(&mut self, key: &[KeyPart]) -> Result<Self::Item> {
+        (**self).restore_item(key)
+    }
+}
+
+/// The error for a restore key that does not start the way a stage's keys do.
+pub(crate) fn bad_key(stage: &'static str, key: &[KeyPart]) -> Error {
+    Error::BadState {
+        reason: format!(
+            "restore key {} is not one of a {stage}",
+            RestoreKey::from_parts(key.to_vec())
+        ),
+    }
+}
+
+/// Splits `(name, index, rest...)` off a key, if it starts with `name`.
+pub(crate) fn split_key<'a>(name: &str, key: &'a [KeyPart]) -> Option<(u64, &'a [KeyPart])> {
+    match key {
+        [KeyPart::Name(n), KeyPart::Index(index), rest @ ..] if n == name => Some((*index, rest)),
+        _ => None,
     }
 }
 

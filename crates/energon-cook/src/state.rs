@@ -1,35 +1,288 @@
 //! Savable progress of the pipeline stages, for checkpoints.
 //!
-//! Each stage exposes its progress as one of these values (the leaf's is energon-reader's
-//! `LeafState`); a loader checkpoint composes them. They hold indices, counters, random stream
-//! states and restore keys, never sample data, as the reference's savable fields do.
+//! Every stage describes its progress as a [`StageState`] node holding its inner stage's node,
+//! so one worker's whole pipeline is one tree. Nodes hold indices, counters, random stream
+//! states and restore keys, never sample data, as the reference's savable fields do: buffered
+//! items are re-created from their keys on restore.
+//!
+//! The types are serde types in serde's default (externally tagged) enum form, so that both the
+//! compact binary encoding and the JSON form of a checkpoint can hold them.
 
 use energon_dist::RngState;
+use energon_mix::state::{BlendState, ConcatState, MixState, RepeatState as MixRepeatState};
+use energon_reader::leaf::LeafState;
 use serde::{Deserialize, Serialize};
 
 use crate::restore_key::RestoreKey;
 
-/// The progress of a [`Repeat`](crate::Repeat) stage.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RepeatState {
-    /// Completed repetitions in the current pass (the reference's `_repetition`).
-    pub repetition: u64,
-    /// Items yielded in the current repetition (the reference's `_index`).
-    pub index: u64,
+/// The progress of one stage and, inside it, of the stages it reads from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum StageState {
+    /// A leaf: a worker's slice iteration over one dataset.
+    Leaf {
+        /// The slice iteration.
+        leaf: LeafState,
+    },
+    /// A map stage (loading, cooking, encoding; the reference's `MapDataset`).
+    Map {
+        /// Inputs taken so far (the reference's `_sample_index`).
+        index: u64,
+        /// Consecutive failures of its hook.
+        failures: u64,
+        /// The call whose outputs are not all handed out yet (a generator).
+        pending: Option<PendingCall>,
+        /// The inner stage.
+        inner: Box<StageState>,
+    },
+    /// A repetition (the reference's `RepeatDataset` of a single dataset).
+    Repeat {
+        /// Repetitions completed in the current pass (`_repetition`).
+        repetition: u64,
+        /// Items yielded in the current repetition (`_index`).
+        index: u64,
+        /// The inner stage.
+        inner: Box<StageState>,
+    },
+    /// The combining stages of a metadataset (repetitions, blends, concatenation) over its
+    /// leaf pipelines.
+    Mix {
+        /// The combining stages.
+        tree: MixNode,
+        /// Each leaf pipeline's progress, in tree order.
+        leaves: Vec<StageState>,
+    },
+    /// A shuffle buffer.
+    ShuffleBuffer {
+        /// The buffer's random stream.
+        rng: RngState,
+        /// The keys of the buffered items, in buffer order.
+        restore_keys: Vec<RestoreKey>,
+        /// Whether the inner pass ended and the buffer is being drained.
+        draining: bool,
+        /// The inner stage.
+        inner: Box<StageState>,
+    },
+    /// Batching (the reference's `BatchDataset`).
+    Batch {
+        /// Batches made (or attempted) so far (`_sample_index`).
+        index: u64,
+        /// The batch size it was saved with.
+        batch_size: u64,
+        /// Consecutive failures of `batch`.
+        failures: u64,
+        /// The last, short batch of a pass went out; the next pull ends the pass.
+        pass_done: bool,
+        /// The call whose outputs are not all handed out yet (a generator).
+        pending: Option<PendingCall>,
+        /// The inner stage.
+        inner: Box<StageState>,
+    },
+    /// Batching by group (the reference's `GroupBatchDataset`).
+    GroupBatch {
+        /// Samples grouped so far (`bucket_sample_index`).
+        key_index: u64,
+        /// Batches made (or attempted) so far (`batch_sample_index`).
+        batch_index: u64,
+        /// Consecutive failures of `batch_group_criterion`.
+        key_failures: u64,
+        /// Consecutive failures of `batch`.
+        batch_failures: u64,
+        /// The open buckets, in the order they were opened.
+        buckets: Vec<BucketState>,
+        /// The inner pass ended; the remaining buckets are being flushed.
+        flushing: bool,
+        /// The inner stage.
+        inner: Box<StageState>,
+    },
+    /// Packing (the reference's `PackingDataset`).
+    Packing {
+        /// Keys of the samples read but not yet given to `select_samples_to_pack`.
+        reading: Vec<RestoreKey>,
+        /// Keys of the samples selected into packs not yet made, pack after pack.
+        pre_packed: Vec<RestoreKey>,
+        /// The number of samples of each selected pack.
+        lengths: Vec<u64>,
+        /// Calls of `select_samples_to_pack` so far.
+        select_index: u64,
+        /// Calls of `postencode_sample` so far.
+        encode_index: u64,
+        /// Calls of `pack_selected_samples` so far.
+        pack_index: u64,
+        /// Consecutive failures of the three hooks.
+        failures: [u64; 3],
+        /// Consecutive selections without a pack.
+        empty_rounds: u64,
+        /// The inner pass ended; the rest is being packed.
+        draining: bool,
+        /// The call whose outputs are not all handed out yet (a generator).
+        pending: Option<PendingCall>,
+        /// The inner stage.
+        inner: Box<StageState>,
+    },
+    /// Virtual epochs (the reference's `EpochizeDataset`).
+    Epochize {
+        /// Items of the current epoch handed out (`_offset`).
+        offset: u64,
+        /// The epoch's last item went out; the next pull ends the epoch.
+        at_end: bool,
+        /// The inner stage.
+        inner: Box<StageState>,
+    },
+    /// A limit per pass (the reference's `LimitDataset`).
+    Limit {
+        /// Items of the current pass handed out (`current_offset`).
+        offset: u64,
+        /// The inner stage.
+        inner: Box<StageState>,
+    },
+    /// The outermost stage of a worker: counts the items it handed out (the reference's
+    /// `SavableDatasetWrapper._sample_index`).
+    Worker {
+        /// Items handed out.
+        index: u64,
+        /// The inner stage.
+        inner: Box<StageState>,
+    },
 }
 
-/// The progress of a [`ShuffleBuffer`](crate::ShuffleBuffer) stage.
+/// A hook call whose outputs (a generator's) are not all handed out yet. On restore the inputs
+/// are re-created from their keys, the hook is called again and the first `emitted` outputs
+/// are dropped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShuffleBufferState {
-    /// The buffer's random stream.
-    pub rng: RngState,
-    /// The keys of the buffered items, in buffer order.
+pub struct PendingCall {
+    /// The keys of the call's inputs.
+    pub inputs: Vec<RestoreKey>,
+    /// The call's index.
+    pub index: u64,
+    /// Outputs already handed out.
+    pub emitted: u64,
+}
+
+/// A bucket of a group batch stage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketState {
+    /// The group key.
+    pub key: String,
+    /// The bucket's batch size.
+    pub batch_size: u64,
+    /// The keys of the samples in the bucket.
     pub restore_keys: Vec<RestoreKey>,
 }
 
-/// The progress of a [`Batcher`](crate::Batcher) stage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BatchState {
-    /// Batches made so far.
-    pub batch_index: u64,
+/// The combining stages of a metadataset (energon-mix's [`MixState`] in the checkpoint's
+/// encoding).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MixNode {
+    /// A leaf.
+    Leaf,
+    /// A repetition.
+    Repeat {
+        /// Repetitions completed in the current pass.
+        repetition: u64,
+        /// Items yielded in the current repetition.
+        index: u64,
+        /// The child.
+        inner: Box<MixNode>,
+    },
+    /// A blend.
+    Blend {
+        /// Which children ended their pass in the current pass.
+        exhausted: Vec<bool>,
+        /// The blend's random stream.
+        rng: RngState,
+        /// The children.
+        children: Vec<MixNode>,
+    },
+    /// A concatenation.
+    Concat {
+        /// The child being read.
+        current: usize,
+        /// The children.
+        children: Vec<MixNode>,
+    },
+}
+
+impl From<MixState> for MixNode {
+    fn from(state: MixState) -> Self {
+        match state {
+            MixState::Leaf => MixNode::Leaf,
+            MixState::Repeat { state, inner } => MixNode::Repeat {
+                repetition: state.repetition,
+                index: state.index,
+                inner: Box::new((*inner).into()),
+            },
+            MixState::Blend { state, children } => MixNode::Blend {
+                exhausted: state.exhausted,
+                rng: state.rng,
+                children: children.into_iter().map(Into::into).collect(),
+            },
+            MixState::Concat { state, children } => MixNode::Concat {
+                current: state.current,
+                children: children.into_iter().map(Into::into).collect(),
+            },
+        }
+    }
+}
+
+impl From<MixNode> for MixState {
+    fn from(node: MixNode) -> Self {
+        match node {
+            MixNode::Leaf => MixState::Leaf,
+            MixNode::Repeat { repetition, index, inner } => MixState::Repeat {
+                state: MixRepeatState { repetition, index },
+                inner: Box::new((*inner).into()),
+            },
+            MixNode::Blend { exhausted, rng, children } => MixState::Blend {
+                state: BlendState { exhausted, rng },
+                children: children.into_iter().map(Into::into).collect(),
+            },
+            MixNode::Concat { current, children } => MixState::Concat {
+                state: ConcatState { current },
+                children: children.into_iter().map(Into::into).collect(),
+            },
+        }
+    }
+}
+
+impl StageState {
+    /// The reference's class name of the stage.
+    pub fn stage_name(&self) -> &'static str {
+        match self {
+            StageState::Leaf { .. } => "WebdatasetSampleLoaderDataset",
+            StageState::Map { .. } => "MapDataset",
+            StageState::Repeat { .. } => "RepeatDataset",
+            StageState::Mix { .. } => "BlendDataset",
+            StageState::ShuffleBuffer { .. } => "ShuffleBufferDataset",
+            StageState::Batch { .. } => "BatchDataset",
+            StageState::GroupBatch { .. } => "GroupBatchDataset",
+            StageState::Packing { .. } => "PackingDataset",
+            StageState::Epochize { .. } => "EpochizeDataset",
+            StageState::Limit { .. } => "LimitDataset",
+            StageState::Worker { .. } => "SavableDatasetWrapper",
+        }
+    }
+
+    /// The inner stage's state, for stages with one inner stage.
+    pub fn inner(&self) -> Option<&StageState> {
+        match self {
+            StageState::Leaf { .. } | StageState::Mix { .. } => None,
+            StageState::Map { inner, .. }
+            | StageState::Repeat { inner, .. }
+            | StageState::ShuffleBuffer { inner, .. }
+            | StageState::Batch { inner, .. }
+            | StageState::GroupBatch { inner, .. }
+            | StageState::Packing { inner, .. }
+            | StageState::Epochize { inner, .. }
+            | StageState::Limit { inner, .. }
+            | StageState::Worker { inner, .. } => Some(inner),
+        }
+    }
+}
+
+/// The error for a state node of the wrong kind.
+pub(crate) fn mismatch(want: &'static str, got: &StageState) -> crate::Error {
+    crate::Error::BadState {
+        reason: format!("expected the state of a {want}, found one of a {}", got.stage_name()),
+    }
 }
