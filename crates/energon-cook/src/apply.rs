@@ -23,6 +23,7 @@ pub(crate) type ApplyFn<T, U> =
 pub(crate) struct Pending<U> {
     pub(crate) inputs: Vec<RestoreKey>,
     pub(crate) index: u64,
+    pub(crate) item_index: u64,
     pub(crate) emitted: u64,
     pub(crate) outputs: VecDeque<U>,
 }
@@ -37,7 +38,12 @@ impl<U> Pending<U> {
     }
 
     pub(crate) fn state(&self) -> PendingCall {
-        PendingCall { inputs: self.inputs.clone(), index: self.index, emitted: self.emitted }
+        PendingCall {
+            inputs: self.inputs.clone(),
+            index: self.index,
+            item_index: self.item_index,
+            emitted: self.emitted,
+        }
     }
 
     /// Continues a saved call: `outputs` are the call's outputs made again.
@@ -61,6 +67,7 @@ impl<U> Pending<U> {
         Ok(Pending {
             inputs: call.inputs.clone(),
             index: call.index,
+            item_index: call.item_index,
             emitted: call.emitted,
             outputs,
         })
@@ -223,6 +230,7 @@ where
                     self.pending = Some(Pending {
                         inputs: vec![input],
                         index,
+                        item_index: ctx.item_index(),
                         emitted: 0,
                         outputs: values.into(),
                     });
@@ -263,7 +271,7 @@ where
                     crate::shuffle::restore_items(&mut self.inner, std::slice::from_ref(input))?
                         .pop()
                         .expect("one key, one item");
-                let ctx = self.env.context(call.index);
+                let ctx = self.env.context_at(call.index, call.item_index);
                 let outputs =
                     call_on_restore(self.hook, (self.f)(item.value, &ctx), || input.to_string())?;
                 Some(Pending::resume(call, outputs)?)

@@ -140,8 +140,13 @@ where
                     return Ok(Some(Keyed { restore_key, value }));
                 }
                 Some(Outputs::Many(values)) => {
-                    self.pending =
-                        Some(Pending { inputs: keys, index, emitted: 0, outputs: values.into() });
+                    self.pending = Some(Pending {
+                        inputs: keys,
+                        index,
+                        item_index: ctx.item_index(),
+                        emitted: 0,
+                        outputs: values.into(),
+                    });
                 }
             }
         }
@@ -184,7 +189,7 @@ where
             None => None,
             Some(call) => {
                 let samples = restore_items(&mut self.inner, &call.inputs)?;
-                let ctx = self.env.context(call.index);
+                let ctx = self.env.context_at(call.index, call.item_index);
                 let res = (self.f)(samples, &ctx);
                 let outputs = call_on_restore("batch", res, || {
                     group_key("BatchDataset", call.index, None, &call.inputs).to_string()

@@ -80,6 +80,12 @@ impl SampleContext {
         self.index
     }
 
+    /// The index of the worker's item being prepared (see
+    /// [`SampleContext::current_batch_index`]).
+    pub fn item_index(&self) -> u64 {
+        self.item_index
+    }
+
     /// The reference's `current_sample_index`: `index * n_local + local`, unique among the
     /// workers of a rank, and the same when the sample is re-created from its restore key.
     pub fn current_sample_index(&self) -> u64 {
@@ -118,6 +124,11 @@ pub(crate) struct StageEnv {
 impl StageEnv {
     pub(crate) fn context(&self, index: u64) -> SampleContext {
         SampleContext::new(self.worker, index, self.items.get())
+    }
+
+    /// The context of a call made again on restore for the worker's item `item_index`.
+    pub(crate) fn context_at(&self, index: u64, item_index: u64) -> SampleContext {
+        SampleContext::new(self.worker, index, item_index)
     }
 
     pub(crate) fn guard(&self, hook: &'static str) -> crate::policy::Guard {

@@ -160,8 +160,13 @@ where
                 Some(Keyed { restore_key: group_key("PackingDataset", index, None, &keys), value })
             }
             Some(Outputs::Many(values)) => {
-                self.pending =
-                    Some(Pending { inputs: keys, index, emitted: 0, outputs: values.into() });
+                self.pending = Some(Pending {
+                    inputs: keys,
+                    index,
+                    item_index: ctx.item_index(),
+                    emitted: 0,
+                    outputs: values.into(),
+                });
                 None
             }
         })
@@ -355,7 +360,7 @@ where
             None => None,
             Some(call) => {
                 let members = self.restore_members(&call.inputs)?;
-                let ctx = self.env.context(call.index);
+                let ctx = self.env.context_at(call.index, call.item_index);
                 let res = (self.hooks.pack)(members, &ctx);
                 let outputs = call_on_restore("pack_selected_samples", res, || {
                     group_key("PackingDataset", call.index, None, &call.inputs).to_string()

@@ -155,6 +155,8 @@ pub struct PendingCall {
     pub inputs: Vec<RestoreKey>,
     /// The call's index.
     pub index: u64,
+    /// The worker's item the call was made for (its `current_batch_index`).
+    pub item_index: u64,
     /// Outputs already handed out.
     pub emitted: u64,
 }

@@ -1,0 +1,7 @@
+//! Integration tests of energon-cook through its public API: the reference's recorded orders and
+//! resume traces, save/restore properties over random pipelines, task encoder stages, errors.
+#![allow(clippy::unwrap_used)]
+
+mod props;
+mod resume;
+mod util;

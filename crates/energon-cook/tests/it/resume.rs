@@ -1,0 +1,84 @@
+//! The reference's resume traces: save after 5 batches, restore in a fresh loader, the next 5
+//! batches are the reference's.
+
+use energon_cook::{Batch, Keyed, LoaderBuilder};
+use energon_dist::WorkerConfig;
+
+use crate::util::{dataset, expected, through_file};
+
+fn builder(num_workers: usize) -> LoaderBuilder<String> {
+    let cfg = WorkerConfig::new(0, 1, num_workers).unwrap();
+    LoaderBuilder::new(dataset(), cfg, |raw| Ok(Some(raw.key)))
+        .batch_size(Some(4))
+        .shuffle_buffer_size(16)
+}
+
+fn keys(batch: &Keyed<Batch<String>>) -> Vec<String> {
+    batch.value.samples.iter().map(|s| s.value.clone()).collect()
+}
+
+fn check(num_workers: usize, json: bool) {
+    let want = expected(&format!("resume-ws1-r0-nw{num_workers}-bs4-sb16-s0.txt"));
+    let mut loader = builder(num_workers).build_batches().unwrap();
+    let mut got = Vec::new();
+    for batch in 0..5 {
+        let item = loader.next().unwrap().unwrap();
+        got.extend(keys(&item.value).into_iter().map(|k| format!("before\t{batch}\t{k}")));
+    }
+    let state = through_file(loader.save_state().unwrap(), json);
+    drop(loader);
+    let mut restored = builder(num_workers).restore_state(state).build_batches().unwrap();
+    for batch in 5..10 {
+        let item = restored.next().unwrap().unwrap();
+        got.extend(keys(&item.value).into_iter().map(|k| format!("restored\t{batch}\t{k}")));
+    }
+    let want: Vec<&str> = want.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(got, want, "{num_workers} workers");
+}
+
+#[test]
+fn the_reference_resume_traces_are_reproduced_without_workers() {
+    check(0, false);
+    check(0, true);
+}
+
+#[test]
+fn the_reference_resume_traces_are_reproduced_with_two_workers() {
+    check(2, false);
+    check(2, true);
+}
+
+#[test]
+fn the_saved_state_has_what_the_reference_saves() {
+    // resume-state-structure-*.txt: after 5 batches of 4 from a buffer of 16, 35 samples were
+    // read, 15 are buffered (their keys), 4 slices are open.
+    let mut loader = builder(0).build_batches().unwrap();
+    for _ in 0..5 {
+        loader.next().unwrap().unwrap();
+    }
+    let state = loader.save_state().unwrap();
+    let json = serde_json::to_value(&state).unwrap();
+    let text = json.to_string();
+    assert_eq!(state.micro_batch_size, Some(4));
+    assert_eq!(state.next_worker, 0);
+    let worker = &json["workers"][0]["state"];
+    let buffer = &worker["Worker"]["inner"]["Map"]["inner"]["Batch"]["inner"]["Map"]["inner"]["ShuffleBuffer"];
+    let keys = buffer["restore_keys"].as_array().unwrap();
+    assert_eq!(keys.len(), 15, "{text}");
+    assert_eq!(keys[0], serde_json::json!(["MapDataset", 4, "Webdataset", 100]));
+    assert_eq!(keys[14], serde_json::json!(["MapDataset", 34, "Webdataset", 57]));
+    let leaf = &buffer["inner"]["Repeat"]["inner"]["Map"]["inner"]["Leaf"]["leaf"];
+    assert_eq!(leaf["sample_count"], 35);
+    assert_eq!(leaf["epoch"]["opened"], 4);
+    let active: Vec<_> =
+        leaf["epoch"]["active"].as_array().unwrap().iter().filter(|a| !a.is_null()).collect();
+    assert_eq!(
+        active,
+        [
+            &serde_json::json!({"slice": 2, "current": 105}),
+            &serde_json::json!({"slice": 1, "current": 58}),
+            &serde_json::json!({"slice": 3, "current": 159}),
+            &serde_json::json!({"slice": 0, "current": 13}),
+        ]
+    );
+}
