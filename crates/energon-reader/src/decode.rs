@@ -5,7 +5,9 @@
 //!
 //! 1. a name ending in `.gz` is gunzipped and decoded as the name without `.gz`;
 //! 2. images (`jpg jpeg png webp gif bmp tif tiff ...`, case-insensitive, see
-//!    [`IMAGE_EXTENSIONS`]) → [`Decoded::Image`] in the layout of [`ImageDecode`];
+//!    [`IMAGE_EXTENSIONS`]) → [`Decoded::Image`] in the layout of [`ImageDecode`] (JPEG through
+//!    libjpeg-turbo with the `turbojpeg` feature, Pillow's pixels exactly; otherwise, and every
+//!    other format, through the `image` crate);
 //! 3. audio (`wav flac mp3 ogg`, case-insensitive) → [`Decoded::Audio`] (`f32` PCM and sample
 //!    rate); video (`mp4 avi mov webm mkv flv`) → [`Decoded::Video`], the raw bytes (see
 //!    [`Video`]). The reference has no `ogg` here (it returns the bytes);
@@ -24,6 +26,8 @@ mod sniff;
 mod tensor;
 #[cfg(test)]
 mod tests;
+#[cfg(feature = "turbojpeg")]
+mod turbo;
 
 use std::{fmt, io::Read};
 

@@ -111,12 +111,21 @@ impl FromStr for ImageDecode {
 
 /// Decodes an image (whatever its extension says, the format is found from the content, as PIL
 /// does) into the layout of `mode`. `mode` must not be [`ImageDecode::Raw`].
+///
+/// With the `turbojpeg` feature, JPEG content goes through libjpeg-turbo (Pillow's pixels, see
+/// [`super::turbo`]); JPEGs it does not take and every other format go through the `image` crate.
 pub(crate) fn decode_image(data: &[u8], mode: ImageDecode) -> Result<Tensor, String> {
     let Some((channels, float, chw)) = mode.layout() else {
         return Err("images are not decoded in raw mode".to_owned());
     };
     let format = image::guess_format(data)
         .map_err(|_| "not an image in a format energon-rs decodes".to_owned())?;
+    #[cfg(feature = "turbojpeg")]
+    if format == image::ImageFormat::Jpeg
+        && let Some(jpeg) = super::turbo::decode_jpeg(data, channels)?
+    {
+        return Ok(to_layout(jpeg.pixels, jpeg.width, jpeg.height, channels, float, chw));
+    }
     let img = image::load_from_memory_with_format(data, format)
         .map_err(|e| format!("invalid {} image: {e}", format.extensions_str()[0]))?;
     let (width, height) = (img.width() as usize, img.height() as usize);
@@ -125,6 +134,19 @@ pub(crate) fn decode_image(data: &[u8], mode: ImageDecode) -> Result<Tensor, Str
         3 => img.into_rgb8().into_raw(),
         _ => img.into_rgba8().into_raw(),
     };
+    Ok(to_layout(hwc, width, height, channels, float, chw))
+}
+
+/// `u8` HWC pixels with `channels` channels as the tensor of a layout (float or not, channels
+/// first or last).
+fn to_layout(
+    hwc: Vec<u8>,
+    width: usize,
+    height: usize,
+    channels: usize,
+    float: bool,
+    chw: bool,
+) -> Tensor {
     // Grayscale HWC is 2-D, as numpy sees a PIL `L` image.
     let hwc_shape = if channels == 1 { vec![height, width] } else { vec![height, width, channels] };
     let (shape, data) = match (chw, float) {
@@ -135,7 +157,7 @@ pub(crate) fn decode_image(data: &[u8], mode: ImageDecode) -> Result<Tensor, Str
             (vec![channels, height, width], TensorData::F32(to_chw_unit(&hwc, channels)))
         }
     };
-    Ok(Tensor { shape, data })
+    Tensor { shape, data }
 }
 
 /// `v / 255` as `f32` for every byte value, computed as the reference does (`float32(v) / 255`);
@@ -163,22 +185,25 @@ fn to_chw_unit(hwc: &[u8], channels: usize) -> Vec<f32> {
     res
 }
 
-/// Grayscale as PIL's `convert("L")` computes it from RGB (ITU-R 601-2 luma in 16-bit fixed
-/// point); gray images keep their values.
+/// Grayscale as PIL's `convert("L")` computes it from RGB (see [`pil_luma`]); gray images keep
+/// their values.
 fn to_pil_luma(img: DynamicImage) -> Vec<u8> {
     match img {
         DynamicImage::ImageLuma8(gray) => gray.into_raw(),
         DynamicImage::ImageLumaA8(gray) => gray.into_raw().chunks_exact(2).map(|p| p[0]).collect(),
-        other => other
-            .into_rgb8()
-            .into_raw()
-            .chunks_exact(3)
-            .map(|p| {
-                let l = u32::from(p[0]) * 19595 + u32::from(p[1]) * 38470 + u32::from(p[2]) * 7471;
-                ((l + 0x8000) >> 16) as u8
-            })
-            .collect(),
+        other => pil_luma(&other.into_rgb8().into_raw()),
     }
+}
+
+/// RGB bytes to grayscale as PIL's `convert("L")` does: ITU-R 601-2 luma in 16-bit fixed point,
+/// rounded.
+pub(super) fn pil_luma(rgb: &[u8]) -> Vec<u8> {
+    rgb.chunks_exact(3)
+        .map(|p| {
+            let l = u32::from(p[0]) * 19595 + u32::from(p[1]) * 38470 + u32::from(p[2]) * 7471;
+            ((l + 0x8000) >> 16) as u8
+        })
+        .collect()
 }
 
 /// HWC → CHW.
