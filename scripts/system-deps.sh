@@ -2,6 +2,7 @@
 # Installs the system packages the tests need, when they are missing (Debian/Ubuntu, as root):
 #   always:      fuse3 (fusermount3, for the real `energon mount` tests)
 #   --features:  also FFmpeg's development libraries, pkg-config and libclang (the `video` feature)
+#                and the TurboJPEG development files (the `turbojpeg` feature)
 # Without root or apt-get it only says what is missing.
 set -euo pipefail
 with_features=0
@@ -16,6 +17,7 @@ if [ "$with_features" = 1 ]; then
   if ! ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang-[0-9]*.so* 2>/dev/null | grep -q .; then
     packages+=(libclang-dev)
   fi
+  pkg-config --exists libturbojpeg 2>/dev/null || packages+=(libturbojpeg0-dev)
 fi
 if [ ! -e /dev/fuse ]; then
   echo "*** /dev/fuse is missing: the energon mount tests will fail (see crates/energon-cli/tests/cli/mount.rs)" >&2
