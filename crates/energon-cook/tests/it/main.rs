@@ -4,4 +4,5 @@
 
 mod props;
 mod resume;
+mod stages;
 mod util;

@@ -56,7 +56,7 @@ impl TaskEncoder for TestEncoder {
     fn encode_sample(&self, key: String, ctx: &SampleContext) -> HookResult<Outputs<Vec<u64>>> {
         let n: u64 = key.trim_start_matches('j').parse().map_err(HookError::from)?;
         if let Some(every) = self.0.fail_every {
-            if n % every == 0 {
+            if n.is_multiple_of(every) {
                 return Err(HookError::msg(format!("sample {n} fails")));
             }
             if n % every == 1 {
@@ -65,7 +65,7 @@ impl TaskEncoder for TestEncoder {
         }
         // Randomness from the per-sample seed must come out the same on restore.
         let v = n * 1000 + ctx.rng().randbelow(1000).unwrap();
-        Ok(if self.0.generator && n % 3 == 0 {
+        Ok(if self.0.generator && n.is_multiple_of(3) {
             Outputs::Many(vec![vec![v], vec![v + 1, ctx.current_sample_index()]])
         } else {
             Outputs::One(vec![v])
