@@ -5,6 +5,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod benchmark;
+mod checkpoint;
 mod info;
 mod lint;
 mod mount;
@@ -45,6 +46,8 @@ enum Command {
     Trace(trace::TraceArgs),
     /// Measure how fast this rank's loader delivers samples.
     Benchmark(benchmark::BenchmarkArgs),
+    /// Inspect loader checkpoints, or spread them over another number of ranks.
+    Checkpoint(checkpoint::CheckpointArgs),
     /// Show a prepared WebDataset as a read-only folder of files (FUSE).
     Mount(mount::MountArgs),
 }
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::Preview(args) => preview::run(args),
         Command::Trace(args) => trace::run(args),
         Command::Benchmark(args) => benchmark::run(args),
+        Command::Checkpoint(args) => checkpoint::run(args),
         Command::PrepareMedia(args) => prepare_media::run(args),
         Command::Mount(args) => mount::run(args),
     };

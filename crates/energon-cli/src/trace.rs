@@ -6,14 +6,17 @@
 
 use std::{
     io::{self, BufWriter, Write},
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::ExitCode,
     sync::Arc,
 };
 
 use anyhow::Context;
 use clap::Args;
-use energon_cook::{Batch, Keyed, Loaded, Loader, LoaderBuilder, MixLoaderBuilder, RestoreKey};
+use energon_cook::{
+    Batch, Checkpoint, Keyed, Loaded, Loader, LoaderBuilder, LoaderState, MixLoaderBuilder,
+    RestoreKey, StageState,
+};
 use energon_dist::WorkerConfig;
 use energon_index::discover::{DatasetKind, classify};
 use energon_mix::{LeafSample, MixOptions, MixPlan, ResolveOptions};
@@ -168,9 +171,6 @@ impl LoaderArgs {
     }
 }
 
-/// The key loaders of `trace`: of samples (no batching) or of batches.
-type KeyLoaders = (Option<Loader<Keyed<String>>>, Option<Loader<Keyed<Batch<String>>>>);
-
 /// Flags of `energon trace`.
 #[derive(Debug, Args)]
 pub(crate) struct TraceArgs {
@@ -182,7 +182,22 @@ pub(crate) struct TraceArgs {
     /// One JSON object per sample: worker, batch index, key and restore key.
     #[arg(long)]
     json: bool,
+    /// Stop after this many items (batches; samples with --batch-size 0) and save the loader's
+    /// state to --state-out.
+    #[arg(long, requires = "state_out")]
+    save_after_batches: Option<u64>,
+    /// Where --save-after-batches writes the state (JSON if the name ends in .json, else the
+    /// compact binary form).
+    #[arg(long, requires = "save_after_batches")]
+    state_out: Option<PathBuf>,
+    /// Continue from a saved state of this rank (written by --state-out, or any checkpoint of a
+    /// loader with the same settings).
+    #[arg(long)]
+    restore: Option<PathBuf>,
 }
+
+/// The key loaders of `trace`: of samples (no batching) or of batches.
+type KeyLoaders = (Option<Loader<Keyed<String>>>, Option<Loader<Keyed<Batch<String>>>>);
 
 /// One sample as `trace` reports it.
 struct Traced<'a> {
@@ -192,78 +207,143 @@ struct Traced<'a> {
     restore_key: &'a RestoreKey,
 }
 
+/// The state of rank `rank` in a checkpoint file.
+pub(crate) fn rank_state(path: &Path, rank: usize) -> anyhow::Result<LoaderState> {
+    let checkpoint = Checkpoint::read(path)?;
+    let ranks: Vec<usize> = checkpoint.ranks.iter().map(|s| s.rank).collect();
+    checkpoint.rank(rank).cloned().with_context(|| {
+        format!("{} has no state of rank {rank} (it has ranks {ranks:?})", path.display())
+    })
+}
+
+/// The items a saved state's workers had handed out (their outermost stage's count).
+fn items_before(state: &LoaderState) -> u64 {
+    state
+        .workers
+        .iter()
+        .map(|w| match &w.state {
+            Some(StageState::Worker { index, .. }) => *index + w.replay,
+            _ => w.replay,
+        })
+        .sum()
+}
+
 pub(crate) fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
+    let restore = args.restore.as_ref().map(|p| rank_state(p, args.loader.rank)).transpose()?;
+    let first_item = restore.as_ref().map_or(0, items_before);
     let batched = args.loader.batch_size > 0;
     // The loader is built (and its settings checked) even when nothing is to be printed.
-    let (epoch, (samples, batches)): (u64, KeyLoaders) = if args.loader.is_metadataset() {
-        let builder = args.loader.mix_builder(|s: LeafSample| Ok(Some(s.key().to_owned())))?;
+    let epoch: u64;
+    let loaders: KeyLoaders;
+    if args.loader.is_metadataset() {
+        let mut builder = args.loader.mix_builder(|s: LeafSample| Ok(Some(s.key().to_owned())))?;
         let plan = builder.plan();
-        let epoch = (0..plan.worker_config.n_local_workers()).map(|w| plan.len_worker(w)).sum();
-        let loaders = if batched {
+        epoch = (0..plan.worker_config.n_local_workers()).map(|w| plan.len_worker(w)).sum();
+        if let Some(state) = restore {
+            builder = builder.restore_state(state);
+        }
+        loaders = if batched {
             (None, Some(builder.build_batches()?))
         } else {
             (Some(builder.build_samples()?), None)
         };
-        (epoch, loaders)
     } else {
         let dataset = args.loader.open()?;
-        let builder = args.loader.builder(dataset, |raw| Ok(Some(raw.key)))?;
-        let epoch = builder.worker_slices()?.iter().map(|s| s.n_samples()).sum();
-        let loaders = if batched {
+        let mut builder = args.loader.builder(dataset, |raw| Ok(Some(raw.key)))?;
+        epoch = builder.worker_slices()?.iter().map(|s| s.n_samples()).sum();
+        if let Some(state) = restore {
+            builder = builder.restore_state(state);
+        }
+        loaders = if batched {
             (None, Some(builder.build_batches()?))
         } else {
             (Some(builder.build_samples()?), None)
         };
-        (epoch, loaders)
-    };
+    }
     let limit = match args.limit {
         Some(limit) => limit,
-        None if args.loader.val => u64::MAX,
+        None if args.loader.val || args.save_after_batches.is_some() => u64::MAX,
         None => epoch,
     };
     let mut out = BufWriter::new(io::stdout().lock());
-    let mut printed = 0u64;
-    let mut emit = |sample: Traced<'_>| -> io::Result<bool> {
-        if printed >= limit {
-            return Ok(false);
+    let mut printer = Printer { out: &mut out, json: args.json, printed: 0, limit };
+    match loaders {
+        (Some(loader), _) => {
+            drive(loader, &args, first_item, &mut printer, |Keyed { restore_key, value }| {
+                vec![(value.as_str(), restore_key)]
+            })?;
         }
-        if args.json {
+        (_, Some(loader)) => drive(loader, &args, first_item, &mut printer, |batch| {
+            batch.value.samples.iter().map(|s| (s.value.as_str(), &s.restore_key)).collect()
+        })?,
+        _ => unreachable!("one loader is built"),
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints samples up to a limit.
+struct Printer<'a, W> {
+    out: &'a mut W,
+    json: bool,
+    printed: u64,
+    limit: u64,
+}
+
+impl<W: Write> Printer<'_, W> {
+    fn emit(&mut self, sample: Traced<'_>) -> io::Result<()> {
+        if self.printed >= self.limit {
+            return Ok(());
+        }
+        if self.json {
             let line = serde_json::json!({
                 "worker": sample.worker,
                 "batch": sample.batch,
                 "key": sample.key,
                 "restore_key": sample.restore_key,
             });
-            writeln!(out, "{line}")?;
+            writeln!(self.out, "{line}")?;
         } else {
-            writeln!(out, "{}", sample.key)?;
+            writeln!(self.out, "{}", sample.key)?;
         }
-        printed += 1;
-        Ok(printed < limit)
-    };
-    if limit == 0 {
-        return Ok(ExitCode::SUCCESS);
+        self.printed += 1;
+        Ok(())
     }
-    if let Some(loader) = samples {
-        for (batch, item) in loader.enumerate() {
-            let Loaded { worker, value: Keyed { restore_key, value } } = item?;
-            let sample =
-                Traced { worker, batch: batch as u64, key: &value, restore_key: &restore_key };
-            if !emit(sample)? {
-                break;
-            }
-        }
-    } else if let Some(loader) = batches {
-        'batches: for (batch, item) in loader.enumerate() {
-            let Loaded { worker, value: Keyed { value: Batch { samples }, .. } } = item?;
-            for Keyed { restore_key, value } in &samples {
-                let sample = Traced { worker, batch: batch as u64, key: value, restore_key };
-                if !emit(sample)? {
-                    break 'batches;
-                }
-            }
-        }
+
+    fn done(&self) -> bool {
+        self.printed >= self.limit
     }
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
+}
+
+/// Pulls items and prints their samples: until the limit, the end of a validation pass, or
+/// `--save-after-batches` items (then saves the state).
+fn drive<I, W: Write>(
+    mut loader: Loader<Keyed<I>>,
+    args: &TraceArgs,
+    first_item: u64,
+    printer: &mut Printer<'_, W>,
+    samples: impl Fn(&Keyed<I>) -> Vec<(&str, &RestoreKey)>,
+) -> anyhow::Result<()> {
+    let mut items = 0u64;
+    loop {
+        match args.save_after_batches {
+            Some(n) if items >= n => break,
+            None if printer.done() => break,
+            _ => {}
+        }
+        let Some(item) = loader.next() else { break };
+        let Loaded { worker, value } = item?;
+        let batch = first_item + items;
+        for (key, restore_key) in samples(&value) {
+            printer.emit(Traced { worker, batch, key, restore_key })?;
+        }
+        items += 1;
+    }
+    if let Some(path) = &args.state_out {
+        let state = loader.save_state()?;
+        Checkpoint::of_rank(state)
+            .write(path)
+            .with_context(|| format!("cannot save the loader state after {items} items"))?;
+    }
+    Ok(())
 }
