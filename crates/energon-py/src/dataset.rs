@@ -1,45 +1,56 @@
 //! The native dataset objects: `_Reader` (random access to typed samples) and `_DatasetSpec`
-//! (what `get_train_dataset` / `get_val_dataset` return: a dataset with its pipeline settings,
-//! from which loaders are built).
+//! (what `get_train_dataset` / `get_val_dataset` return: a dataset or metadataset with its
+//! pipeline settings, from which loaders are built).
 
-use std::{path::PathBuf, sync::Arc};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
-use energon_cook::LoaderBuilder;
+use energon_cook::{BoxStage, LoaderBuilder};
 use energon_dist::WorkerConfig;
-use energon_reader::{Decoder, ImageDecode, ReaderOptions, SampleReader};
+use energon_index::discover::{DatasetKind, classify};
+use energon_mix::{MixOptions, MixPlan, ResolveOptions, resolve_path};
+use energon_reader::{Dataset, Decoder, ImageDecode, ReaderOptions, SampleReader};
 use pyo3::prelude::*;
 
 use crate::{
     convert::Converter,
     errors::{config_error, to_py_err},
     hooks::{Hooks, Item},
+    mix::MixSource,
     sample::sample_to_py,
 };
 
-/// Opens a [`SampleReader`] with the Python API's decoder settings.
-fn open_reader(
-    path: &std::path::Path,
-    split_part: &str,
+/// The decoder of the Python API's settings: `image_decode` is one of the reference's names
+/// (`torchrgb`, `rgb8`, ...); `None` keeps every part as raw bytes.
+pub(crate) fn decoder_of(
     image_decode: Option<&str>,
     guess_content: bool,
+) -> PyResult<Option<Decoder>> {
+    let Some(name) = image_decode else { return Ok(None) };
+    let image: ImageDecode = name.parse().map_err(config_error)?;
+    Ok(Some(Decoder { image, guess_content, ..Decoder::default() }))
+}
+
+/// Opens a [`SampleReader`] with the Python API's decoder settings.
+fn open_reader(
+    path: &Path,
+    split_part: &str,
+    decoder: Option<Decoder>,
     split_config: Option<String>,
     dataset_config: Option<String>,
     max_open_shards: usize,
 ) -> PyResult<SampleReader> {
-    let decoder = match image_decode {
-        None => None,
-        Some(name) => {
-            let image: ImageDecode = name.parse().map_err(config_error)?;
-            Some(Decoder { image, guess_content, ..Decoder::default() })
-        }
-    };
     let options = ReaderOptions {
         split_part: split_part.to_owned(),
         split_config,
         dataset_config,
         decoder,
+        // COMPAT(energon 7.4.1): samples carry a dict of subflavors, empty unless the
+        // dataset's own `dataset.yaml` sets some.
+        subflavors: Some(serde_json::Map::new()),
         max_open_shards,
-        ..ReaderOptions::default()
     };
     SampleReader::open(path, &options).map_err(|e| to_py_err(&e))
 }
@@ -63,18 +74,10 @@ impl Reader {
         split_config: Option<String>,
         dataset_config: Option<String>,
     ) -> PyResult<Self> {
-        let image_decode = image_decode.map(str::to_owned);
+        let decoder = decoder_of(image_decode, guess_content)?;
         let split_part = split_part.to_owned();
         let reader = py.detach(|| {
-            open_reader(
-                &path,
-                &split_part,
-                image_decode.as_deref(),
-                guess_content,
-                split_config,
-                dataset_config,
-                64,
-            )
+            open_reader(&path, &split_part, decoder, split_config, dataset_config, 64)
         })?;
         Ok(Reader { reader: Arc::new(reader) })
     }
@@ -100,11 +103,19 @@ impl Reader {
     }
 }
 
+/// What a dataset pipeline reads.
+enum Input {
+    /// A prepared dataset or JSONL file, and the cooker of its crude samples.
+    Single { reader: Arc<SampleReader>, cook: Option<Arc<Py<PyAny>>> },
+    /// A metadataset split.
+    Mix(Arc<MixSource>),
+}
+
 /// The settings of one dataset pipeline (the arguments of `get_train_dataset` or
-/// `get_val_dataset`), validated, with the dataset opened.
+/// `get_val_dataset`), validated, with the dataset (or every dataset of a metadataset) opened.
 #[pyclass(name = "_DatasetSpec", module = "energon_rs._native", frozen)]
 pub(crate) struct DatasetSpec {
-    reader: Arc<SampleReader>,
+    input: Input,
     worker_config: WorkerConfig,
     training: bool,
     batch_size: Option<usize>,
@@ -112,17 +123,20 @@ pub(crate) struct DatasetSpec {
     shuffle_buffer_size: usize,
     max_samples_per_sequence: Option<u64>,
     parallel_shard_iters: Option<usize>,
-    shuffle_over_epochs: i64,
+    shuffle_over_epochs: Option<i64>,
     hooks: Arc<Hooks>,
 }
 
 #[pymethods]
 impl DatasetSpec {
+    /// Opens `path`: a prepared dataset, a JSONL file or a metadataset (whose split
+    /// `split_part` is read; `shuffle_over_epochs` is then the outermost
+    /// `shuffle_over_epochs_multiplier`, `None` for no shuffling).
     #[new]
     #[pyo3(signature = (
         path, *, split_part, rank, world_size, num_workers, seed_offset = 0, training = true,
         batch_size = None, drop_last = false, shuffle_buffer_size = None,
-        max_samples_per_sequence = None, parallel_shard_iters = None, shuffle_over_epochs = 1,
+        max_samples_per_sequence = None, parallel_shard_iters = None, shuffle_over_epochs = Some(1),
         image_decode = Some("torchrgb"), guess_content = false, split_config = None,
         dataset_config = None, hooks = None
     ))]
@@ -141,36 +155,71 @@ impl DatasetSpec {
         shuffle_buffer_size: Option<usize>,
         max_samples_per_sequence: Option<u64>,
         parallel_shard_iters: Option<usize>,
-        shuffle_over_epochs: i64,
+        shuffle_over_epochs: Option<i64>,
         image_decode: Option<&str>,
         guess_content: bool,
         split_config: Option<String>,
         dataset_config: Option<String>,
         hooks: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let hooks = hooks.map(|h| Hooks::from_py(&h)).transpose()?.unwrap_or_default();
+        let hooks = Arc::new(hooks.map(|h| Hooks::from_py(&h)).transpose()?.unwrap_or_default());
         let worker_config = WorkerConfig::new(rank, world_size, num_workers)
             .map_err(|e| to_py_err(&e))?
             .with_seed_offset(seed_offset);
-        // One shard map per slice the workers read at once, as the reference keeps one tar
-        // handle per open slice.
-        let slots = if training { parallel_shard_iters.unwrap_or(16) } else { 1 };
-        let max_open_shards = (slots * num_workers.max(1)).max(2);
-        let image_decode = image_decode.map(str::to_owned);
-        let split_part = split_part.to_owned();
-        let reader = py.detach(|| {
-            open_reader(
-                &path,
-                &split_part,
-                image_decode.as_deref(),
-                guess_content,
-                split_config,
-                dataset_config,
-                max_open_shards,
-            )
-        })?;
+        let decoder = decoder_of(image_decode, guess_content)?;
+        let kind = py.detach(|| classify(&path)).map_err(|e| to_py_err(&e))?;
+        let input = if kind == DatasetKind::Metadataset {
+            if split_config.is_some() || dataset_config.is_some() {
+                return Err(config_error(
+                    "split_config and dataset_config apply to a dataset, not to a metadataset \
+                     (set them on its entries)",
+                ));
+            }
+            let split_part = split_part.to_owned();
+            let resolve = ResolveOptions {
+                shuffle_over_epochs_multiplier: shuffle_over_epochs,
+                subflavors: None,
+            };
+            let options = MixOptions {
+                training,
+                repeat: true,
+                max_samples_per_sequence,
+                parallel_shard_iters,
+            };
+            let plan = py
+                .detach(|| {
+                    let split = resolve_path(&path, &split_part, &resolve)?;
+                    MixPlan::new(split, worker_config, options)
+                })
+                .map_err(|e| to_py_err(&e))?;
+            Input::Mix(Arc::new(MixSource::new(py, plan, decoder, &hooks)?))
+        } else {
+            // One shard map per slice the workers read at once, as the reference keeps one tar
+            // handle per open slice.
+            let slots = if training { parallel_shard_iters.unwrap_or(16) } else { 1 };
+            let max_open_shards = (slots * num_workers.max(1)).max(2);
+            let split_part = split_part.to_owned();
+            let reader = py.detach(|| {
+                open_reader(
+                    &path,
+                    &split_part,
+                    decoder,
+                    split_config,
+                    dataset_config,
+                    max_open_shards,
+                )
+            })?;
+            let cook = if reader.sample_type() == "CrudeSample" {
+                let jsonl = matches!(**reader.dataset(), Dataset::Jsonl(_));
+                let primary = (reader.dataset().path().to_path_buf(), jsonl);
+                hooks.make_cook(py, reader.subflavors(), Vec::new(), primary)?.map(Arc::new)
+            } else {
+                None
+            };
+            Input::Single { reader: Arc::new(reader), cook }
+        };
         let spec = DatasetSpec {
-            reader: Arc::new(reader),
+            input,
             worker_config,
             training,
             batch_size,
@@ -179,63 +228,103 @@ impl DatasetSpec {
             max_samples_per_sequence,
             parallel_shard_iters,
             shuffle_over_epochs,
-            hooks: Arc::new(hooks),
+            hooks,
         };
         // Settings are checked now (as the reference does when it builds the dataset), not at
         // the first iteration.
-        spec.builder().leaf_config().map_err(|e| to_py_err(&e))?;
-        spec.builder().worker_slices().map_err(|e| to_py_err(&e))?;
+        py.detach(|| spec.sample_pipelines().map(drop)).map_err(|e| to_py_err(&e))?;
         Ok(spec)
     }
 
-    /// The reference's class name of the samples (`CaptioningSample`, `CrudeSample`, ...).
+    /// The reference's class name of the samples (`CaptioningSample`, `CrudeSample`, ...);
+    /// `None` for a metadataset whose datasets yield different types.
     #[getter]
-    fn sample_type(&self) -> &'static str {
-        self.reader.sample_type()
+    fn sample_type(&self) -> Option<&'static str> {
+        match &self.input {
+            Input::Single { reader, .. } => Some(reader.sample_type()),
+            Input::Mix(mix) => mix.sample_type(),
+        }
     }
 
-    /// Number of samples of the split part (excluded ones included).
+    /// Number of samples of the split part (excluded ones included); for a metadataset, the sum
+    /// over its datasets.
     #[getter]
     fn n_samples(&self) -> u64 {
-        self.reader.len()
+        match &self.input {
+            Input::Single { reader, .. } => reader.len(),
+            Input::Mix(mix) => mix.plan().leaves.iter().map(|l| l.len).sum(),
+        }
     }
 
-    /// The number of samples each local worker of this rank reads in one pass.
+    /// Whether the dataset is a metadataset.
+    #[getter]
+    fn is_metadataset(&self) -> bool {
+        matches!(self.input, Input::Mix(_))
+    }
+
+    /// The number of samples each local worker of this rank reads in one pass (of every
+    /// dataset, repetitions applied, for a metadataset).
     fn worker_sample_counts(&self) -> PyResult<Vec<u64>> {
-        let slices = self.builder().worker_slices().map_err(|e| to_py_err(&e))?;
-        Ok(slices.iter().map(|s| s.n_samples()).collect())
+        match &self.input {
+            Input::Single { reader, .. } => {
+                let builder = self.builder(reader, None);
+                let slices = builder.worker_slices().map_err(|e| to_py_err(&e))?;
+                Ok(slices.iter().map(|s| s.n_samples()).collect())
+            }
+            Input::Mix(mix) => {
+                let plan = mix.plan();
+                Ok((0..plan.worker_config.n_local_workers()).map(|w| plan.len_worker(w)).collect())
+            }
+        }
     }
 }
 
 impl DatasetSpec {
-    /// A loader builder with these settings; items are samples (or what the Python hooks make
-    /// of them).
-    pub(crate) fn builder(&self) -> LoaderBuilder<Item> {
-        let reader = Arc::clone(&self.reader);
-        let load = move |raw: energon_reader::RawSample| Ok(Some(Item::Rust(reader.build(&raw)?)));
+    /// A loader builder with these settings over one dataset; items are samples (or what the
+    /// Python hooks make of them).
+    fn builder(
+        &self,
+        reader: &Arc<SampleReader>,
+        cook: Option<&Arc<Py<PyAny>>>,
+    ) -> LoaderBuilder<Item> {
+        let load_reader = Arc::clone(reader);
+        let load =
+            move |raw: energon_reader::RawSample| Ok(Some(Item::Rust(load_reader.build(&raw)?)));
         let mut builder =
-            LoaderBuilder::new(Arc::clone(self.reader.dataset()), self.worker_config, load)
+            LoaderBuilder::new(Arc::clone(reader.dataset()), self.worker_config, load)
                 .training(self.training)
-                .shuffle_over_epochs(self.shuffle_over_epochs)
                 .max_samples_per_sequence(self.max_samples_per_sequence)
                 .shuffle_buffer_size(self.shuffle_buffer_size)
                 .batch_size(self.batch_size)
                 .drop_last(self.drop_last);
+        if let Some(k) = self.shuffle_over_epochs {
+            builder = builder.shuffle_over_epochs(k);
+        }
         if let Some(p) = self.parallel_shard_iters {
             builder = builder.parallel_shard_iters(p);
         }
-        let crude = self.reader.sample_type() == "CrudeSample";
-        if crude {
+        if reader.sample_type() == "CrudeSample" {
             // COMPAT(energon 7.4.1): crude samples are cooked in a map stage of their own (it
-            // shows in the restore keys), with the task encoder's cookers.
+            // shows in the restore keys), with the task encoder's cooker.
             let hooks = Arc::clone(&self.hooks);
-            builder = builder.cook(move |item| hooks.cook(item));
+            let cook = cook.cloned();
+            builder = builder.cook(move |item| hooks.call_sample_hook(cook.as_deref(), item));
         }
         if self.hooks.has_encode_sample() {
             let hooks = Arc::clone(&self.hooks);
             builder = builder.encode(move |item| hooks.encode_sample(item));
         }
         builder
+    }
+
+    /// The pipelines of every local worker of this rank, up to the encode stage.
+    pub(crate) fn sample_pipelines(&self) -> energon_cook::Result<Vec<BoxStage<Item>>> {
+        match &self.input {
+            Input::Single { reader, cook } => {
+                self.builder(reader, cook.as_ref()).build_sample_pipelines()
+            }
+            Input::Mix(mix) => mix.sample_pipelines(self.shuffle_buffer_size, &self.hooks),
+        }
     }
 
     /// The per-call Python hooks.

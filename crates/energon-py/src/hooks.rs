@@ -7,13 +7,20 @@
 //! a skip marker instead of raising for a sample that is to be dropped; an exception that comes
 //! through is fatal and ends the iteration, re-raised as it was.
 
-use std::sync::Mutex;
+use std::{path::PathBuf, sync::Mutex};
 
 use energon_cook::{Batch, Keyed};
+use energon_mix::grammar::Joiner;
 use energon_reader::Sample;
-use pyo3::{prelude::*, types::PyList};
+use pyo3::{
+    prelude::*,
+    types::{PyDict, PyList},
+};
+use serde_json::{Map, Value};
 
-use crate::{convert::Converter, sample::sample_to_py};
+use crate::{
+    convert::Converter, errors::config_error, file_store::PyFileStore, sample::sample_to_py,
+};
 
 /// An item of the pipeline: a Rust sample until a Python hook has made something else of it.
 #[derive(Debug)]
@@ -31,7 +38,8 @@ pub(crate) enum Item {
 /// The Python callables of a task encoder (each optional), with the skip marker they return.
 #[derive(Debug, Default)]
 pub(crate) struct Hooks {
-    cook: Option<Py<PyAny>>,
+    make_cook: Option<Py<PyAny>>,
+    make_joiner: Option<Py<PyAny>>,
     encode_sample: Option<Py<PyAny>>,
     batch: Option<Py<PyAny>>,
     default_batch: Option<Py<PyAny>>,
@@ -43,17 +51,19 @@ pub(crate) struct Hooks {
 }
 
 impl Hooks {
-    /// Reads the hooks from a Python object with the attributes `cook`, `encode_sample`,
-    /// `batch`, `encode_batch` (callables or `None`: not overridden), `default_batch` (batches
-    /// items that hooks turned into Python objects when `batch` is not overridden), `skip` (the
-    /// skip marker) and `torch`.
+    /// Reads the hooks from a Python object with the attributes `encode_sample`, `batch`,
+    /// `encode_batch` (callables or `None`: not overridden), `default_batch` (batches items that
+    /// hooks turned into Python objects when `batch` is not overridden), `make_cook` (picks a
+    /// crude dataset's cooker: see [`Hooks::make_cook`]), `make_joiner` (see
+    /// [`Hooks::make_joiner`]), `skip` (the skip marker) and `torch`.
     pub(crate) fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
         let get = |name: &str| -> PyResult<Option<Py<PyAny>>> {
             let value = obj.getattr(name)?;
             Ok((!value.is_none()).then(|| value.unbind()))
         };
         Ok(Hooks {
-            cook: get("cook")?,
+            make_cook: get("make_cook")?,
+            make_joiner: get("make_joiner")?,
             encode_sample: get("encode_sample")?,
             batch: get("batch")?,
             default_batch: get("default_batch")?,
@@ -79,9 +89,50 @@ impl Hooks {
         self.batch.is_some() || self.encode_batch.is_some()
     }
 
-    /// The cooking stage: the cooker applied to a crude sample (identity without cooker).
-    pub(crate) fn cook(&self, item: Item) -> energon_cook::Result<Option<Item>> {
-        self.call_sample_hook(self.cook.as_ref(), item)
+    /// The cooking function of one crude dataset, chosen once as the reference's
+    /// `build_cook_crude_sample` does: the first cooker matching the dataset's `subflavors`,
+    /// given its auxiliary stores by name and, if it asks for it, its own files (`primary`: the
+    /// dataset path and whether it is a JSONL file). `None` when the task encoder has no
+    /// cookers (crude samples then stay as they are).
+    pub(crate) fn make_cook(
+        &self,
+        py: Python<'_>,
+        subflavors: Option<&Map<String, Value>>,
+        aux: Vec<(String, PyFileStore)>,
+        primary: (PathBuf, bool),
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let Some(make_cook) = &self.make_cook else { return Ok(None) };
+        let conv = Converter::new(py, self.torch)?;
+        let subflavors = match subflavors {
+            Some(map) => conv.json(Value::Object(map.clone()))?,
+            None => py.None().into_bound(py),
+        };
+        let stores = PyDict::new(py);
+        for (name, store) in aux {
+            stores.set_item(name, Bound::new(py, store)?)?;
+        }
+        let (path, jsonl) = primary;
+        let cook = make_cook.bind(py).call1((subflavors, stores, path, jsonl))?;
+        Ok((!cook.is_none()).then(|| cook.unbind()))
+    }
+
+    /// The function that combines the samples of a join: called with the list of samples (one
+    /// per joined dataset, `None` where one has no sample for the key) and the row's restore
+    /// key; `names` are the datasets' names when the join is a mapping.
+    pub(crate) fn make_joiner(
+        &self,
+        py: Python<'_>,
+        joiner: Joiner,
+        names: Option<Vec<String>>,
+    ) -> PyResult<Py<PyAny>> {
+        let Some(make_joiner) = &self.make_joiner else {
+            return Err(config_error("joins need the joiner of the energon_rs package"));
+        };
+        let (kind, module, name) = match joiner {
+            Joiner::Class { module, name } => ("class", module, name),
+            Joiner::Function { module, name } => ("function", module, name),
+        };
+        Ok(make_joiner.bind(py).call1((kind, module, name, names))?.unbind())
     }
 
     /// The `encode_sample` stage.
@@ -89,7 +140,8 @@ impl Hooks {
         self.call_sample_hook(self.encode_sample.as_ref(), item)
     }
 
-    fn call_sample_hook(
+    /// `hook` applied to an item (the identity without hook), with the GIL held for the call.
+    pub(crate) fn call_sample_hook(
         &self,
         hook: Option<&Py<PyAny>>,
         item: Item,
@@ -106,13 +158,14 @@ impl Hooks {
         })
     }
 
-    fn unless_skip(&self, out: &Bound<'_, PyAny>) -> bool {
+    /// Whether a hook's result is not the skip marker.
+    pub(crate) fn unless_skip(&self, out: &Bound<'_, PyAny>) -> bool {
         self.skip.as_ref().is_none_or(|skip| !out.is(skip.bind(out.py())))
     }
 
     /// Keeps the first failure for the loader to re-raise, returning a Rust error that ends the
     /// worker's pipeline.
-    fn fail(&self, err: PyErr) -> energon_cook::Error {
+    pub(crate) fn fail(&self, err: PyErr) -> energon_cook::Error {
         let message = err.to_string();
         if let Ok(mut slot) = self.failure.lock() {
             slot.get_or_insert(err);

@@ -1,16 +1,21 @@
 //! Python bindings: the native module `energon_rs._native`.
 //!
 //! The public API is the Python package `energon_rs` (in `python/`), which wraps these private
-//! classes: `_Reader` (random access), `_DatasetSpec` (a dataset with its pipeline settings),
-//! `_Loader` (iteration over the Rust loader) and the exception hierarchy of module `errors`. Each method converts its arguments, calls into the Rust crates with
-//! the GIL released, and converts the result.
+//! classes: `_Reader` (random access), `_DatasetSpec` (a dataset or metadataset with its
+//! pipeline settings), `_Loader` (iteration over the Rust loader), `_FileStore` (files by name,
+//! with their media metadata), the metadataset functions and the exception hierarchy of module
+//! `errors`. Each method converts its arguments, calls into the Rust crates with the GIL
+//! released, and converts the result.
 
 mod buffer;
 mod convert;
 mod dataset;
 mod errors;
+mod file_store;
 mod hooks;
 mod loader;
+mod metadataset;
+mod mix;
 mod sample;
 
 use pyo3::prelude::*;
@@ -41,6 +46,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::Reader>()?;
     m.add_class::<dataset::DatasetSpec>()?;
     m.add_class::<loader::PyLoader>()?;
+    m.add_class::<file_store::PyFileStore>()?;
     m.add_function(wrap_pyfunction!(worker_seed, m)?)?;
+    m.add_function(wrap_pyfunction!(metadataset::dataset_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(metadataset::resolve_metadataset, m)?)?;
     Ok(())
 }

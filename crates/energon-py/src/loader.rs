@@ -21,7 +21,7 @@ use std::{
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use energon_cook::{Batch, Batcher, Keyed, Loaded, Loader, LoaderConfig, Map, Stage};
 use energon_reader::Sample;
-use pyo3::prelude::*;
+use pyo3::{exceptions::PyAttributeError, prelude::*, types::PyDict};
 
 use crate::{
     convert::Converter,
@@ -84,6 +84,8 @@ enum Prepared {
     Sample(Keyed<Sample>),
     Collated(Collated),
     Py(Py<PyAny>),
+    /// A sample a Python hook made, and the loader's restore key for it.
+    PySample(Keyed<Py<PyAny>>),
     Failed(energon_cook::Error),
     FailedPy(PyErr),
     FailedBatch(String),
@@ -153,6 +155,11 @@ impl PyLoader {
             }
             Prepared::Collated(collated) => collated.into_py(&conv)?,
             Prepared::Py(obj) => obj.into_bound(py),
+            Prepared::PySample(Keyed { restore_key, value }) => {
+                let obj = value.into_bound(py);
+                set_restore_key(&obj, conv.restore_key(&restore_key)?.into_any())?;
+                obj
+            }
             Prepared::Failed(err) => {
                 return Err(self.hooks.take_failure().unwrap_or_else(|| to_py_err(&err)));
             }
@@ -200,8 +207,7 @@ fn build(
     prefetch_factor: usize,
     worker: Option<usize>,
 ) -> energon_cook::Result<RawIter> {
-    let builder = spec.builder();
-    let mut pipelines = builder.build_sample_pipelines()?;
+    let mut pipelines = spec.sample_pipelines()?;
     let num_workers = match worker {
         None => spec.n_workers(),
         Some(worker) => {
@@ -274,7 +280,9 @@ fn prepare(item: energon_cook::Result<Raw>, hooks: &Hooks) -> Option<Prepared> {
         Ok(Raw::Sample(Keyed { restore_key, value: Item::Rust(sample) })) => {
             Prepared::Sample(Keyed { restore_key, value: sample })
         }
-        Ok(Raw::Sample(Keyed { value: Item::Py(obj), .. })) => Prepared::Py(obj),
+        Ok(Raw::Sample(Keyed { restore_key, value: Item::Py(obj) })) => {
+            Prepared::PySample(Keyed { restore_key, value: obj })
+        }
         Ok(Raw::Batch(Keyed { restore_key, value })) => match value {
             WorkerBatch::Collated(collated) => Prepared::Collated(collated.with_key(restore_key)),
             WorkerBatch::Failed(message) => Prepared::FailedBatch(message),
@@ -288,4 +296,23 @@ fn prepare(item: energon_cook::Result<Raw>, hooks: &Hooks) -> Option<Prepared> {
             }
         },
     })
+}
+
+/// Sets the `__restore_key__` of a sample a hook made (a dataclass with that field, or a dict
+/// with that key), as the reference's stages do with their outputs; other objects are left as
+/// they are.
+fn set_restore_key(obj: &Bound<'_, PyAny>, key: Bound<'_, PyAny>) -> PyResult<()> {
+    const FIELD: &str = "__restore_key__";
+    if let Ok(dict) = obj.cast::<PyDict>() {
+        if dict.contains(FIELD)? {
+            dict.set_item(FIELD, key)?;
+        }
+    } else if obj.hasattr(FIELD)? {
+        match obj.setattr(FIELD, key) {
+            // A frozen dataclass keeps its own key.
+            Err(err) if err.is_instance_of::<PyAttributeError>(obj.py()) => {}
+            res => res?,
+        }
+    }
+    Ok(())
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,29 @@ REPO = Path(__file__).resolve().parents[3]
 FIXTURES = REPO.parent / "shared" / "fixtures"
 REF_SMALL = FIXTURES / "energon-ref-small"
 EXPECTED = FIXTURES / "energon-ref-small.expected"
+
+
+def energon_bin() -> Path:
+    """The `energon` command of this repository: `$ENERGON_BIN`, else the one cargo built under
+    `target/` (CI builds it before the Python tests), else built now."""
+    if os.environ.get("ENERGON_BIN"):
+        return Path(os.environ["ENERGON_BIN"])
+    for profile in ("debug", "release"):
+        candidate = REPO / "target" / profile / "energon"
+        if candidate.is_file():
+            return candidate
+    subprocess.run(["cargo", "build", "-q", "-p", "energon-cli"], cwd=REPO, check=True)
+    return REPO / "target" / "debug" / "energon"
+
+
+def energon_cli(*args) -> str:
+    """Runs `energon ARGS...`; fails the test with its output if it fails."""
+    res = subprocess.run(
+        [str(energon_bin()), *map(str, args)], capture_output=True, text=True, timeout=600
+    )
+    if res.returncode != 0:
+        pytest.fail(f"energon {' '.join(map(str, args))} failed:\n{res.stdout}\n{res.stderr}")
+    return res.stdout
 
 
 def torch_or_skip():

@@ -106,7 +106,8 @@ def test_batches_stack_tensor_fields_and_list_the_others(ref_small, wc2):
     assert not batch.image.flags.owndata
     assert isinstance(batch.caption, list) and len(batch.caption) == 5
     assert batch.__key__ == [f"{i:08d}" for i in range(5)]
-    assert batch.__subflavors__ == [None] * 5
+    # As in the reference: a dict of the dataset's subflavors, empty when it sets none.
+    assert batch.__subflavors__ == [{}] * 5
     assert len(batch.__sources__) == 5
     assert batch.__restore_key__[:3] == ("MapDataset", 0, "BatchDataset")
     reader = energon_rs.load_dataset(ref_small).reader("train")

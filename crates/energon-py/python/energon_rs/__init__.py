@@ -12,6 +12,9 @@ that own the Rust buffers (no copy; `torch.from_numpy` shares them), or as torch
                            batch_size=32, shuffle_buffer_size=100, max_samples_per_sequence=100)
     for batch in get_loader(ds):
         ...
+
+`path` may be a prepared dataset, a JSONL file or a metadataset YAML (blends, epochized blends,
+joins); `WebdatasetFileStore` / `SystemFileStore` read files by name and their media metadata.
 """
 
 from __future__ import annotations
@@ -27,9 +30,19 @@ from ._native import (
     MissingFileError,
     __version__,
 )
+from .cache import (
+    DecodeFileStore,
+    FileStore,
+    JsonlFileStore,
+    PrimaryFileStore,
+    SystemFileStore,
+    WebdatasetFileStore,
+)
 from .loader import (
     BasicDataLoader,
     Dataset,
+    LoadedDataset,
+    LoadedDatasetList,
     SavableDataLoader,
     get_loader,
     get_savable_loader,
@@ -37,6 +50,7 @@ from .loader import (
     get_val_dataset,
     load_dataset,
 )
+from .media import AVMetadata, ImageMetadata, MediaMetadataBase, MediaMetadataType
 from .sample import (
     AudioData,
     Batch,
@@ -72,6 +86,7 @@ from .task_encoder import (
 from .worker import WorkerConfig, log_exception, reraise_exception
 
 __all__ = [
+    "AVMetadata",
     "AudioData",
     "BasicDataLoader",
     "Batch",
@@ -82,18 +97,27 @@ __all__ = [
     "CorruptDatasetError",
     "CrudeSample",
     "Dataset",
+    "DecodeFileStore",
     "DefaultTaskEncoder",
     "EnergonError",
     "EnergonIOError",
     "FatalSampleError",
+    "FileStore",
     "ImageClassificationSample",
+    "ImageMetadata",
     "ImageSample",
     "IncompatibleFormatError",
     "InterleavedSample",
+    "JsonlFileStore",
+    "LoadedDataset",
+    "LoadedDatasetList",
     "LoaderError",
+    "MediaMetadataBase",
+    "MediaMetadataType",
     "MissingFileError",
     "MultiChoiceVQASample",
     "OCRSample",
+    "PrimaryFileStore",
     "RawVideo",
     "Sample",
     "SampleDecoder",
@@ -101,11 +125,13 @@ __all__ = [
     "SimilarityInterleavedSample",
     "SkipSample",
     "SourceInfo",
+    "SystemFileStore",
     "TaskEncoder",
     "TextSample",
     "VQAOCRSample",
     "VQASample",
     "VidQASample",
+    "WebdatasetFileStore",
     "WorkerConfig",
     "__version__",
     "basic_sample_keys",

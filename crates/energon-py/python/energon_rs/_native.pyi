@@ -13,9 +13,12 @@ __all__ = [
     "MissingFileError",
     "_Buffer",
     "_DatasetSpec",
+    "_FileStore",
     "_Loader",
     "_Reader",
     "__version__",
+    "dataset_kind",
+    "resolve_metadataset",
     "worker_seed",
 ]
 
@@ -65,7 +68,7 @@ class _DatasetSpec:
         shuffle_buffer_size: Optional[int] = None,
         max_samples_per_sequence: Optional[int] = None,
         parallel_shard_iters: Optional[int] = None,
-        shuffle_over_epochs: int = 1,
+        shuffle_over_epochs: Optional[int] = ...,
         image_decode: Optional[str] = ...,
         guess_content: bool = False,
         split_config: Optional[str] = None,
@@ -73,9 +76,11 @@ class _DatasetSpec:
         hooks: Optional[Any] = None,
     ) -> _DatasetSpec: ...
     @property
-    def sample_type(self) -> str: ...
+    def sample_type(self) -> Optional[str]: ...
     @property
     def n_samples(self) -> int: ...
+    @property
+    def is_metadataset(self) -> bool: ...
     def worker_sample_counts(self) -> list[int]: ...
 
 @final
@@ -92,6 +97,36 @@ class _Loader:
     def __next__(self) -> Any: ...
     def close(self) -> None: ...
 
+@final
+class _FileStore:
+    @staticmethod
+    def webdataset(path: str) -> _FileStore: ...
+    @staticmethod
+    def system(path: str) -> _FileStore: ...
+    @staticmethod
+    def jsonl(path: str) -> _FileStore: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    def get(self, name: str) -> Optional[tuple[memoryview, Any]]: ...
+    def get_decoded(
+        self,
+        name: str,
+        image_decode: Optional[str] = ...,
+        guess_content: bool = False,
+        torch: bool = False,
+    ) -> Optional[tuple[Any, Any]]: ...
+    def media_metadata(self, name: str) -> Optional[Any]: ...
+    def media_table_missing(self) -> Optional[str]: ...
+
+def dataset_kind(path: str) -> str: ...
+def resolve_metadataset(
+    path: str,
+    split_part: str,
+    shuffle_over_epochs_multiplier: Optional[int] = ...,
+    subflavors: Optional[dict[str, Any]] = None,
+) -> tuple[str, list[dict[str, Any]]]: ...
 def worker_seed(
     rank: int, world_size: int, num_workers: int, seed_offset: int = 0, local_worker_id: int = 0
 ) -> int: ...

@@ -16,11 +16,20 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import threading
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Callable, Generic, Optional, Sequence, TypeVar
 
+from .cache import (
+    DecodeFileStore,
+    FileStore,
+    JsonlFileStore,
+    PrimaryFileStore,
+    WebdatasetFileStore,
+    _of_native,
+)
 from .sample import CrudeSample, SourceInfo
 
 __all__ = [
@@ -99,11 +108,23 @@ class SampleDecoder:
 
 @dataclass
 class Cooker(Generic[T]):
-    """Turns crude samples into typed samples: `cook(crude_sample)`, used for the datasets whose
-    subflavors contain every item of `has_subflavors`."""
+    """Turns crude samples into typed samples: `cook(crude_sample, **aux)`, used for the datasets
+    whose subflavors contain every item of `has_subflavors`. `aux` are the dataset's auxiliary
+    file stores by name (a metadataset's `aux:`), plus `primary` (its own files) when the cook
+    function is marked `@cooker(need_primary=True)`."""
 
     cook: Callable[..., T]
     has_subflavors: Optional[dict] = None
+
+    @property
+    def need_primary(self) -> bool:
+        """Whether the cook function gets the dataset's own files as `primary`."""
+        return bool(getattr(self.cook, "__need_primary__", False))
+
+    @property
+    def need_cache(self) -> bool:
+        """Whether the cook function gets a cache pool as `cache` (not supported yet)."""
+        return bool(getattr(self.cook, "__need_cache__", False))
 
     def is_match(self, subflavors: Optional[dict]) -> bool:
         """Whether this cooker applies to a dataset with these subflavors."""
@@ -116,11 +137,15 @@ class Cooker(Generic[T]):
 def cooker(
     fn: Optional[Callable[..., Any]] = None, *, need_cache: bool = False, need_primary: bool = False
 ) -> Any:
-    """Marks a cook function (caches and primary file stores are not supported yet)."""
+    """Marks a cook function: `need_primary` gives it the dataset's own files as the file store
+    `primary` (names starting with `.` are relative to the sample's key); cache pools
+    (`need_cache`) are not supported yet."""
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
-        if need_cache or need_primary:
-            raise NotImplementedError("energon_rs cookers get no cache or primary file store yet")
+        if need_cache:
+            raise NotImplementedError("energon_rs cookers get no cache pool yet")
+        f.__need_primary__ = need_primary  # type: ignore[attr-defined]
+        f.__need_cache__ = need_cache  # type: ignore[attr-defined]
         return stateless(f)
 
     return mark(fn) if fn is not None else mark
@@ -210,13 +235,13 @@ class TaskEncoder:
         """Encodes a batch (identity)."""
         return batch
 
-    def cook_crude_sample(self, sample: CrudeSample) -> Any:
-        """Cooks a crude sample with the first matching cooker."""
-        subflavors = sample.get("__subflavors__")
-        for c in self.cookers:
-            if c.is_match(subflavors):
-                return c.cook(sample)
-        raise ValueError(f"no cooker matches the crude sample {sample.get('__key__')!r}")
+    def cook_crude_sample(
+        self, sample: CrudeSample, cooker: Cooker, aux: dict[str, FileStore]
+    ) -> Any:
+        """Cooks a crude sample with the dataset's cooker and auxiliary file stores."""
+        if cooker.need_primary:
+            aux = {**aux, "primary": PrimaryFileStore(aux["primary"], current_key=sample["__key__"])}
+        return cooker.cook(sample, **aux)
 
 
 class DefaultTaskEncoder(TaskEncoder):
@@ -288,36 +313,46 @@ def _sources_of(value: Any) -> Any:
     return getattr(value, "__sources__", None)
 
 
-def _guard(fn: Callable[[Any], Any], worker_config: Any) -> Callable[[Any], Any]:
+def _guard(
+    fn: Callable[..., Any], worker_config: Any, tolerance: Optional[int] = None
+) -> Callable[..., Any]:
     """Applies the reference's error policy around a hook; returns the skip marker for a sample
     to drop."""
-    tolerance = getattr(fn, "__failure_tolerance__", DEFAULT_FAILURE_TOLERANCE)
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    if tolerance is None:
+        tolerance = getattr(fn, "__failure_tolerance__", DEFAULT_FAILURE_TOLERANCE)
     lock = threading.Lock()
     failures = [0]
 
-    @functools.wraps(fn)
-    def guarded(value: Any) -> Any:
+    def guarded(value: Any, *args: Any) -> Any:
         try:
-            res = fn(value)
+            res = fn(value, *args)
         except SkipSample:
             return _SKIP
         except _SYSTEM_EXCEPTIONS as exc:
-            raise FatalSampleError(f"fatal error in {fn.__qualname__}: {exc!r}") from exc
+            raise FatalSampleError(f"fatal error in {name}: {exc!r}") from exc
         except Exception as exc:
             worker_config.global_error_handler(exc, value, _sources_of(value))
             with lock:
                 failures[0] += 1
                 too_many = tolerance > 0 and failures[0] >= tolerance
             if too_many:
-                raise FatalSampleError(
-                    f"{fn.__qualname__} failed {failures[0]} times in a row"
-                ) from exc
+                raise FatalSampleError(f"{name} failed {failures[0]} times in a row") from exc
             return _SKIP
         with lock:
             failures[0] = 0
         return res
 
+    functools.update_wrapper(guarded, fn)
     return guarded
+
+
+def _set_restore_key(sample: Any, restore_key: tuple) -> Any:
+    if isinstance(sample, dict):
+        sample["__restore_key__"] = restore_key
+    elif hasattr(sample, "__restore_key__"):
+        sample.__restore_key__ = restore_key
+    return sample
 
 
 def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> SimpleNamespace:
@@ -328,11 +363,54 @@ def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> Simple
             return None
         return _guard(getattr(task_encoder, name), worker_config)
 
-    cook = None
-    if task_encoder.cookers or _overridden(task_encoder, "cook_crude_sample"):
-        cook = _guard(task_encoder.cook_crude_sample, worker_config)
+    decoder = task_encoder.decoder
+
+    def decoded(store: FileStore) -> FileStore:
+        return store if decoder is None else DecodeFileStore(store, decoder=decoder, torch=torch)
+
+    def make_cook(
+        subflavors: Optional[dict], aux: dict, primary_path: str, primary_jsonl: bool
+    ) -> Optional[Callable[..., Any]]:
+        """The cooking function of one crude dataset (chosen once, as the reference does when
+        it builds the dataset); `None` without cookers: crude samples stay as they are."""
+        if not task_encoder.cookers:
+            return None
+        for c in task_encoder.cookers:
+            if c.is_match(subflavors):
+                break
+        else:
+            raise ValueError(f"no cooker matches the subflavors {subflavors!r}")
+        stores = {name: decoded(_of_native(store)) for name, store in aux.items()}
+        if c.need_primary and "primary" not in stores:
+            own = JsonlFileStore(primary_path) if primary_jsonl else WebdatasetFileStore(primary_path)
+            stores["primary"] = decoded(own)
+        cook = functools.partial(task_encoder.cook_crude_sample, cooker=c, aux=stores)
+        tolerance = getattr(c.cook, "__failure_tolerance__", DEFAULT_FAILURE_TOLERANCE)
+        return _guard(cook, worker_config, tolerance)
+
+    def make_joiner(
+        kind: str, module: str, name: str, names: Optional[list]
+    ) -> Callable[..., Any]:
+        """The function combining the samples of a join (`joiner:` of the metadataset): a
+        sample class's `from_joined`, or a function; the classes of `megatron.energon` are
+        energon_rs's."""
+        mod = importlib.import_module("energon_rs" if module == "megatron.energon" else module)
+        joiner = getattr(mod, name)
+        if kind == "class":
+            joiner = joiner.from_joined
+
+        def join(samples: list, restore_key: tuple) -> Any:
+            if names is not None:
+                out = joiner(**dict(zip(names, samples)))
+            else:
+                out = joiner(*samples)
+            return _set_restore_key(out, restore_key)
+
+        return _guard(join, worker_config, getattr(joiner, "__failure_tolerance__", None))
+
     return SimpleNamespace(
-        cook=cook,
+        make_cook=make_cook,
+        make_joiner=make_joiner,
         encode_sample=hook("encode_sample"),
         batch=hook("batch"),
         default_batch=_guard(generic_batch, worker_config),
@@ -340,4 +418,3 @@ def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> Simple
         skip=_SKIP,
         torch=torch,
     )
-

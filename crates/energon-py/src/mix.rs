@@ -1,0 +1,363 @@
+//! Metadatasets in the Python pipeline: energon-mix's plan (leaves, slicing, blend weights and
+//! repetitions) with one way per leaf from a read sample to a pipeline item.
+//!
+//! Each leaf builds its samples with its own [`SampleReader`] (its `dataset.yaml`, the decoder,
+//! the subflavors the metadataset gives it) and, for crude leaves, cooks them with the cooker the
+//! task encoder picks for the leaf's subflavors and auxiliary sources. Joins build every joined
+//! dataset's sample and combine them with the metadataset's joiner, in Python.
+//!
+//! The per-worker stages are assembled here as energon-cook's `MixLoaderBuilder` assembles them
+//! (leaf source, load, cook; energon-mix's combining stages; shuffle buffer; encode): that
+//! builder takes one loading function for all leaves, and the leaves need their own.
+
+use std::sync::Arc;
+
+use energon_cook::{BoxStage, Keyed, LeafSource, Map, ShuffleBuffer, Stage};
+use energon_mix::{
+    LeafData, LeafKind, LeafSample, Mix, MixPlan, PlannedLeaf, Source, grammar::Joiner,
+    join::JoinedSample,
+};
+use energon_reader::{Decoder, ReaderOptions, Sample, SampleMeta, SampleReader};
+use pyo3::{prelude::*, types::PyList};
+use serde_json::{Map as JsonMap, Value};
+
+use crate::{
+    convert::Converter,
+    errors::to_py_err,
+    file_store::PyFileStore,
+    hooks::{Hooks, Item},
+    sample::sample_to_py,
+};
+
+/// How many shard maps a leaf's own reader keeps open: it only builds samples (the plan's
+/// datasets read them), so it never maps a shard.
+const BUILD_ONLY_OPEN_SHARDS: usize = 1;
+
+/// A metadataset split planned for one rank, with each leaf's way to items.
+pub(crate) struct MixSource {
+    plan: MixPlan,
+    leaves: Vec<Arc<LeafLoad>>,
+}
+
+/// How one leaf turns what it reads into items.
+struct LeafLoad {
+    build: LeafBuild,
+    /// Whether the leaf yields crude samples (cooked in a map stage of their own).
+    crude: bool,
+    /// The cooker chosen for the leaf (crude leaves with cookers only).
+    cook: Option<Py<PyAny>>,
+    hooks: Arc<Hooks>,
+}
+
+enum LeafBuild {
+    /// A WebDataset or JSONL leaf; `subflavors` replaces what the reader sets when they differ.
+    Sample { reader: Box<SampleReader>, subflavors: Subflavors },
+    /// A join: one reader (and subflavors) per joined dataset, and the joiner.
+    Join { readers: Vec<(SampleReader, Subflavors)>, joiner: Py<PyAny> },
+}
+
+impl MixSource {
+    /// Opens every leaf's sample builder, and asks the task encoder (`hooks`) for each crude
+    /// leaf's cooker and each join's joiner.
+    pub(crate) fn new(
+        py: Python<'_>,
+        plan: MixPlan,
+        decoder: Option<Decoder>,
+        hooks: &Arc<Hooks>,
+    ) -> PyResult<Self> {
+        let mut leaves = Vec::with_capacity(plan.leaves.len());
+        for planned in &plan.leaves {
+            let build = py.detach(|| leaf_build(planned, decoder)).map_err(|e| to_py_err(&e))?;
+            let build = match build {
+                Built::Sample(reader, subflavors) => LeafBuild::Sample { reader, subflavors },
+                Built::Join(readers, joiner) => {
+                    let joiner = hooks.make_joiner(py, joiner, names_of(planned))?;
+                    LeafBuild::Join { readers, joiner }
+                }
+            };
+            let cook = match (&build, planned.crude) {
+                (LeafBuild::Sample { reader, subflavors }, true) => {
+                    let subflavors = subflavors.as_deref().or(reader.subflavors());
+                    let aux = planned
+                        .leaf
+                        .aux
+                        .iter()
+                        .map(|(name, source)| Ok((name.clone(), PyFileStore::of_aux(source)?)))
+                        .collect::<PyResult<Vec<_>>>()?;
+                    let jsonl = matches!(planned.leaf.kind, LeafKind::Jsonl);
+                    let primary = (planned.leaf.path.clone(), jsonl);
+                    hooks.make_cook(py, subflavors, aux, primary)?
+                }
+                _ => None,
+            };
+            let crude = planned.crude;
+            leaves.push(Arc::new(LeafLoad { build, crude, cook, hooks: Arc::clone(hooks) }));
+        }
+        Ok(MixSource { plan, leaves })
+    }
+
+    /// The plan.
+    pub(crate) fn plan(&self) -> &MixPlan {
+        &self.plan
+    }
+
+    /// The reference's class name of the samples, if every leaf yields the same type.
+    pub(crate) fn sample_type(&self) -> Option<&'static str> {
+        let mut types = self.leaves.iter().map(|l| match &l.build {
+            LeafBuild::Sample { reader, .. } => Some(reader.sample_type()),
+            LeafBuild::Join { .. } => None,
+        });
+        let first = types.next().flatten()?;
+        types.all(|t| t == Some(first)).then_some(first)
+    }
+
+    /// The pipelines of every local worker up to the encode stage (the leaves, combined as the
+    /// plan says, the shuffle buffer when training, then `encode_sample` if the task encoder
+    /// overrides it, else the identity map stage the reference always has).
+    pub(crate) fn sample_pipelines(
+        &self,
+        shuffle_buffer_size: usize,
+        hooks: &Arc<Hooks>,
+    ) -> energon_cook::Result<Vec<BoxStage<Item>>> {
+        let cfg = self.plan.worker_config;
+        let mut res = Vec::with_capacity(cfg.n_local_workers());
+        for worker in 0..cfg.n_local_workers() {
+            let mix = self.plan.build_worker(worker, |i, planned, iter| {
+                let data = planned.data.clone();
+                let source = LeafSource::new(iter, move |index| Ok(data.read(index)?));
+                let leaf = Arc::clone(&self.leaves[i]);
+                let mut stage: BoxStage<Item> = Box::new(Map::new(source, move |s| leaf.load(s)));
+                if self.leaves[i].crude {
+                    // COMPAT(energon 7.4.1): crude leaves are cooked in a map stage of their own
+                    // (it shows in the restore keys).
+                    let leaf = Arc::clone(&self.leaves[i]);
+                    stage = Box::new(Map::new(stage, move |item| leaf.cook(item)));
+                }
+                Ok(LeafStage(stage))
+            })?;
+            let mut stage: BoxStage<Item> = Box::new(MixStage(mix));
+            if self.plan.options.training && shuffle_buffer_size > 1 {
+                let rng = cfg.worker_rng(worker)?;
+                stage = Box::new(ShuffleBuffer::new(stage, shuffle_buffer_size, rng));
+            }
+            // COMPAT(energon 7.4.1): DefaultTaskEncoder overrides encode_sample (a map stage).
+            stage = if hooks.has_encode_sample() {
+                let hooks = Arc::clone(hooks);
+                Box::new(Map::new(stage, move |item| hooks.encode_sample(item)))
+            } else {
+                Box::new(Map::new(stage, |item| Ok(Some(item))))
+            };
+            res.push(stage);
+        }
+        Ok(res)
+    }
+}
+
+/// The names of a join's datasets, when the join is a mapping.
+fn names_of(planned: &PlannedLeaf) -> Option<Vec<String>> {
+    match &planned.leaf.kind {
+        LeafKind::Joined(spec) if spec.named => {
+            Some(spec.sources.iter().map(|s| s.name.clone().unwrap_or_default()).collect())
+        }
+        _ => None,
+    }
+}
+
+type Subflavors = Option<Arc<JsonMap<String, Value>>>;
+
+/// A leaf's sample builders, opened without the GIL.
+enum Built {
+    Sample(Box<SampleReader>, Subflavors),
+    Join(Vec<(SampleReader, Subflavors)>, Joiner),
+}
+
+fn leaf_build(planned: &PlannedLeaf, decoder: Option<Decoder>) -> energon_reader::Result<Built> {
+    let leaf = &planned.leaf;
+    let options = |split_part: &str, split_config: &Option<String>, dataset_config| ReaderOptions {
+        split_part: split_part.to_owned(),
+        split_config: split_config.clone(),
+        dataset_config,
+        decoder,
+        subflavors: None,
+        max_open_shards: BUILD_ONLY_OPEN_SHARDS,
+    };
+    Ok(match (&leaf.kind, &planned.data) {
+        (LeafKind::Jsonl, LeafData::Dataset(dataset)) => {
+            let reader = SampleReader::crude(Arc::clone(dataset), &options("", &None, None));
+            // COMPAT(energon 7.4.1): a leaf's samples carry a dict of subflavors, empty if none.
+            Built::Sample(Box::new(reader), Some(Arc::new(leaf.sample_subflavors(None))))
+        }
+        (LeafKind::Joined(spec), _) => {
+            let mut readers = Vec::with_capacity(spec.sources.len());
+            for source in &spec.sources {
+                let opts = options(
+                    &source.split_part,
+                    &source.split_config,
+                    source.dataset_config.clone(),
+                );
+                let reader = SampleReader::open(&source.path, &opts)?;
+                let mut subflavors = dataset_subflavors(&reader);
+                for (k, v) in source.subflavors.iter().flatten() {
+                    subflavors.insert(k.clone(), v.clone());
+                }
+                readers.push((reader, Some(Arc::new(subflavors))));
+            }
+            Built::Join(readers, spec.joiner.clone())
+        }
+        _ => {
+            let opts = options(&leaf.split_part, &leaf.split_config, leaf.dataset_config.clone());
+            let reader = SampleReader::open(&leaf.path, &opts)?;
+            // COMPAT(energon 7.4.1): dataset_config.py:get_dataset_from_config updates the
+            // dataset's own subflavors with the metadataset's.
+            let subflavors = leaf.sample_subflavors(Some(&dataset_subflavors(&reader)));
+            Built::Sample(Box::new(reader), Some(Arc::new(subflavors)))
+        }
+    })
+}
+
+/// The subflavors of a dataset's own `dataset.yaml` (empty if none).
+fn dataset_subflavors(reader: &SampleReader) -> JsonMap<String, Value> {
+    reader.config().and_then(|c| c.subflavors()).cloned().unwrap_or_default()
+}
+
+impl LeafLoad {
+    /// Builds the item of a sample read from this leaf (`None`: the joiner skipped it).
+    fn load(&self, sample: LeafSample) -> energon_cook::Result<Option<Item>> {
+        match (&self.build, sample) {
+            (LeafBuild::Sample { reader, subflavors }, LeafSample::Raw(raw)) => {
+                let sample = reader.build(&raw)?;
+                Ok(Some(Item::Rust(with_subflavors(sample, subflavors)?)))
+            }
+            (LeafBuild::Join { readers, joiner }, LeafSample::Joined(joined)) => {
+                self.join(readers, joiner, joined)
+            }
+            (_, sample) => Err(energon_reader::Error::Unsupported {
+                path: sample_path(&sample),
+                reason: "a joined sample from a leaf that is not a join, or the reverse".to_owned(),
+            }
+            .into()),
+        }
+    }
+
+    /// The joiner applied to the samples of every joined dataset (`None` where a dataset has
+    /// none for the key); `None` when the joiner skipped the sample.
+    fn join(
+        &self,
+        readers: &[(SampleReader, Subflavors)],
+        joiner: &Py<PyAny>,
+        joined: JoinedSample,
+    ) -> energon_cook::Result<Option<Item>> {
+        let mut samples = Vec::with_capacity(joined.samples.len());
+        for ((reader, subflavors), raw) in readers.iter().zip(&joined.samples) {
+            samples.push(match raw {
+                Some(raw) => Some(with_subflavors(reader.build(raw)?, subflavors)?),
+                None => None,
+            });
+        }
+        let row = joined.row;
+        Python::attach(|py| -> PyResult<Option<Item>> {
+            let conv = Converter::new(py, self.hooks.torch())?;
+            let list = PyList::empty(py);
+            for sample in samples {
+                match sample {
+                    Some(s) => list.append(sample_to_py(&conv, s, None)?)?,
+                    None => list.append(py.None())?,
+                }
+            }
+            let key = (energon_reader::RESTORE_KEY_KIND, row).into_pyobject(py)?;
+            let out = joiner.bind(py).call1((list, key))?;
+            Ok(self.hooks.unless_skip(&out).then(|| Item::Py(out.unbind())))
+        })
+        .map_err(|err| self.hooks.fail(err))
+    }
+
+    /// The leaf's cooker applied to a crude sample.
+    fn cook(&self, item: Item) -> energon_cook::Result<Option<Item>> {
+        self.hooks.call_sample_hook(self.cook.as_ref(), item)
+    }
+}
+
+fn sample_path(sample: &LeafSample) -> std::path::PathBuf {
+    match sample {
+        LeafSample::Raw(raw) => raw.dataset.to_path_buf(),
+        LeafSample::Joined(joined) => joined.primary().dataset.to_path_buf(),
+    }
+}
+
+/// The sample with these subflavors, when given.
+fn with_subflavors(mut sample: Sample, subflavors: &Subflavors) -> energon_reader::Result<Sample> {
+    let Some(subflavors) = subflavors else { return Ok(sample) };
+    if sample.meta().subflavors.as_ref() == Some(subflavors) {
+        return Ok(sample);
+    }
+    let type_name = sample.type_name();
+    let path = sample.meta().sources.first().map(|s| s.dataset_path.to_path_buf());
+    match meta_mut(&mut sample) {
+        Some(meta) => {
+            meta.subflavors = Some(Arc::clone(subflavors));
+            Ok(sample)
+        }
+        None => Err(energon_reader::Error::Unsupported {
+            path: path.unwrap_or_default(),
+            reason: format!("energon_rs cannot set the subflavors of a {type_name}"),
+        }),
+    }
+}
+
+/// The base fields of a sample, to change them.
+fn meta_mut(sample: &mut Sample) -> Option<&mut SampleMeta> {
+    macro_rules! variants {
+        ($($variant:ident),*) => {
+            match sample {
+                $( Sample::$variant(s) => Some(&mut s.meta), )*
+                _ => None,
+            }
+        };
+    }
+    variants!(
+        Plain,
+        Captioning,
+        Image,
+        ImageClassification,
+        Interleaved,
+        MultiChoiceVqa,
+        Ocr,
+        SimilarityInterleaved,
+        Text,
+        Vqa,
+        VqaOcr,
+        VidQa,
+        Crude
+    )
+}
+
+/// A leaf pipeline as a leaf of energon-mix's combining stages.
+struct LeafStage(BoxStage<Item>);
+
+impl Source for LeafStage {
+    type Item = Keyed<Item>;
+    type Error = energon_cook::Error;
+
+    fn next(&mut self) -> energon_cook::Result<Option<Keyed<Item>>> {
+        self.0.next()
+    }
+
+    fn len_worker(&self) -> u64 {
+        self.0.len_worker()
+    }
+}
+
+/// One worker's combined leaves as a stage of the pipeline.
+struct MixStage(Mix<LeafStage>);
+
+impl Stage for MixStage {
+    type Item = Keyed<Item>;
+
+    fn next(&mut self) -> energon_cook::Result<Option<Keyed<Item>>> {
+        Source::next(&mut self.0)
+    }
+
+    fn len_worker(&self) -> u64 {
+        Source::len_worker(&self.0)
+    }
+}
