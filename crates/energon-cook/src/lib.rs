@@ -1,29 +1,30 @@
-//! Per-worker pipelines and the loader: from a dataset's samples to the batches of one rank, in
-//! exactly the reference's order.
+//! Per-worker pipelines, task encoders and the resumable loader: from a dataset's samples to the
+//! batches of one rank, in exactly the reference's order, saved and restored exactly.
 //!
 //! # Brief overview
 //!
-//! A pipeline is a chain of [`Stage`]s, each an explicit state machine pulled one item at a time,
-//! mirroring the reference's `get_train_dataset` (spec 6.1):
-//!
-//! - [`LeafSource`]: a worker's slices in the leaf order (energon-reader's `LeafIter`) read into
-//!   samples; excluded samples are skipped.
-//! - [`Map`]: a function per item (loading and decoding, cooking, encoding).
-//! - [`Repeat`]: passes repeated forever (training) or a possibly fractional number of times.
-//! - [`ShuffleBuffer`]: a window drawn from at random, with its own stream.
-//! - [`Batcher`]: consecutive items grouped into a [`Batch`].
-//!
-//! Items travel as [`Keyed`] values carrying the reference's [`RestoreKey`], so no stage needs
-//! to know what a sample is. [`Loader`] runs one pipeline per worker, in the caller's thread or on
-//! worker threads, and hands out their items in torch's round-robin order, which depends on the
-//! pipelines only, never on thread timing. [`LoaderBuilder`] assembles all of it for one dataset.
-//! [`MixLoaderBuilder`] does the same for a metadataset (energon-mix's blends between the leaves
-//! and the shuffle buffer).
-//! Each stage exposes its progress (module [`state`]) for checkpoints.
+//! - [`TaskEncoder`]: the reference's hooks (`encode_sample`, packing, `batch_group_criterion`,
+//!   `batch`, `encode_batch`, cookers for crude datasets), generic in the sample and batch
+//!   types; [`Hooks`] says which optional ones exist, which decides the pipeline's stages
+//!   (spec 6.1). [`DefaultTaskEncoder`] is the reference's default. Hooks get a
+//!   [`SampleContext`] (`current_sample_index`, a restorable per-sample seed) and report failures
+//!   as [`HookError`]s, handled by the [`ErrorPolicy`] and counted in [`FailureStats`].
+//! - [`LoaderBuilder`] (one dataset) and [`MixLoaderBuilder`] (a metadataset) assemble one
+//!   pipeline per worker in the reference's order: leaf, loading and cooking, repetition and
+//!   blending, shuffle buffer, encoding, packing, batching, virtual epochs or limit.
+//! - [`Loader`] runs the pipelines in the caller's thread or on worker threads and hands out
+//!   their items in torch's round-robin order. [`Loader::save_state`] returns a [`LoaderState`]
+//!   that restores (`LoaderBuilder::restore_state`) into a loader yielding exactly the items
+//!   this one would have yielded next; [`Checkpoint`] writes and reads it as a versioned file
+//!   (module [`checkpoint`], format in `docs/format/checkpoint.md`).
+//! - The stages themselves ([`LeafSource`], [`Map`], [`Repeat`], [`ShuffleBuffer`],
+//!   [`Batcher`], ...) are explicit state machines ([`Stage`]) whose progress is a
+//!   [`StageState`] (module [`state`]); items travel as [`Keyed`] values carrying the
+//!   reference's [`RestoreKey`], from which buffered items are made again on restore.
 //!
 //! # Example
 //!
-//! Rank 0 of 1, two workers, batches of 2, keys only:
+//! Rank 0 of 1, two workers, batches of 2, keys only; saved after two batches and restored:
 //!
 //! ```
 //! use std::{path::Path, sync::Arc};
@@ -33,16 +34,25 @@
 //!
 //! let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/energon-ref-small");
 //! let dataset = Arc::new(Dataset::open(&root, &OpenOptions::default())?);
-//! let loader = LoaderBuilder::new(dataset, WorkerConfig::new(0, 1, 2)?, |raw| Ok(Some(raw.key)))
+//! let builder = || {
+//!     LoaderBuilder::new(Arc::clone(&dataset), WorkerConfig::new(0, 1, 2).unwrap(), |raw| {
+//!         Ok(Some(raw.key))
+//!     })
 //!     .batch_size(Some(2))
-//!     .build_batches()?;
+//! };
+//! let mut loader = builder().build_batches()?;
 //! let mut keys = Vec::new();
-//! for batch in loader.take(2) {
-//!     let batch = batch?;
+//! for _ in 0..2 {
+//!     let batch = loader.next().expect("training never ends")?;
 //!     keys.extend(batch.value.value.samples.into_iter().map(|s| s.value));
 //! }
 //! // Worker 0's first batch, then worker 1's (the reference's order for this configuration).
 //! assert_eq!(keys, ["00000050", "00000051", "00000150", "00000100"]);
+//!
+//! let state = loader.save_state()?;
+//! let next = loader.next().expect("training never ends")?;
+//! let restored = builder().restore_state(state).build_batches()?.next().expect("a batch")?;
+//! assert_eq!(restored.value.value, next.value.value);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![deny(missing_docs)]
