@@ -83,8 +83,7 @@ impl LoaderArgs {
     /// the reference keeps one tar handle per open slice. More would only hold pages of shards
     /// nobody reads any more in memory (they count in the process's resident set).
     pub(crate) fn max_open_shards(&self) -> usize {
-        let slots = if self.val { 1 } else { self.parallel_shard_iters.unwrap_or(16) };
-        (slots * self.num_workers.max(1)).max(2)
+        energon_cook::max_open_shards(!self.val, self.parallel_shard_iters, self.num_workers)
     }
 
     /// Opens the dataset (raw samples, every part).

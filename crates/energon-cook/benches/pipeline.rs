@@ -1,6 +1,6 @@
 //! Per-sample cost of the pipeline machinery alone (slice order, map stages, repetition, shuffle
-//! buffer, batching, worker threads and round robin), over an in-memory source that reads
-//! nothing, so only the loader's own overhead is measured.
+//! buffer, batching, worker threads and round robin, the state reported for exact checkpoints),
+//! over an in-memory source that reads nothing, so only the loader's own overhead is measured.
 //!
 //! Run with `cargo bench -p energon-cook --bench pipeline`.
 
@@ -45,8 +45,12 @@ fn pipeline(c: &mut Criterion) {
     let mut group = c.benchmark_group("pipeline");
     group.throughput(Throughput::Elements(SAMPLES as u64));
     group.sample_size(20);
-    for (num_workers, shuffle_buffer_size) in [(0, 0), (0, 100), (2, 0)] {
-        let name = format!("batch32_workers{num_workers}_buffer{shuffle_buffer_size}");
+    // `every`: how often the workers report their state (1: after every batch, so saving is
+    // exact; 0: never). The difference is the cost of exact checkpoints.
+    for (num_workers, shuffle_buffer_size, every) in
+        [(0, 0, 1), (0, 100, 1), (2, 0, 1), (2, 100, 1), (2, 100, 0)]
+    {
+        let name = format!("batch32_workers{num_workers}_buffer{shuffle_buffer_size}_every{every}");
         group.bench_function(name, |b| {
             b.iter(|| {
                 let cfg = WorkerConfig::new(0, 1, num_workers).expect("valid config");
@@ -54,6 +58,7 @@ fn pipeline(c: &mut Criterion) {
                     LoaderBuilder::new(Arc::clone(&source), cfg, |raw| Ok(Some(raw.index)))
                         .shuffle_buffer_size(shuffle_buffer_size)
                         .batch_size(Some(32))
+                        .checkpoint_every(every)
                         .build_batches()
                         .expect("valid settings");
                 for batch in loader.take(SAMPLES / 32) {
