@@ -159,6 +159,30 @@ impl<I: Send + 'static> Loader<I> {
         Loader::start(pipelines, config, options)
     }
 
+    /// A loader over `pipelines` (built as those of the loader that saved `state`) that
+    /// continues where `state` says: each pipeline's saved progress is restored and the items
+    /// after it replayed, and the round robin continues with the saved next worker.
+    ///
+    /// The builders' `restore_state` does this after checking that the state was saved by a
+    /// loader with the same configuration; this one trusts the caller.
+    pub fn restored(
+        pipelines: Vec<Box<dyn Stage<Item = I>>>,
+        config: LoaderConfig,
+        state: &LoaderState,
+    ) -> Result<Self> {
+        let options = StartOptions {
+            checkpoint_every: 1,
+            starts: state
+                .workers
+                .iter()
+                .map(|w| Start { state: w.state.clone(), replay: w.replay, exhausted: w.exhausted })
+                .collect(),
+            next_worker: state.next_worker,
+            ..StartOptions::default()
+        };
+        Loader::start(pipelines, config, options)
+    }
+
     /// A loader whose workers start where `options` says.
     pub(crate) fn start(
         pipelines: Vec<Box<dyn Stage<Item = I>>>,

@@ -138,6 +138,32 @@ fn dropping_a_loader_stops_blocked_workers() {
     drop(loader);
 }
 
+/// An endless pipeline of `(worker, i)` that cannot save its state (a closure).
+fn endless(worker: usize) -> Box<dyn Stage<Item = (usize, usize)>> {
+    let mut i = 0;
+    Box::new(FnStage::new(1, move || {
+        i += 1;
+        Ok(Some((worker, i - 1)))
+    }))
+}
+
+#[test]
+fn pipelines_that_cannot_save_are_restored_by_replaying() {
+    for num_workers in [0, 1, 3] {
+        let pipelines = || (0..num_workers.max(1)).map(endless).collect::<Vec<_>>();
+        let mut loader = Loader::new(pipelines(), threads(num_workers)).unwrap();
+        let first: Vec<_> = (&mut loader).take(7).map(|i| i.unwrap().value).collect();
+        let state = loader.save_state().unwrap();
+        assert!(state.workers.iter().all(|w| w.state.is_none()), "{state:?}");
+        let replays: u64 = state.workers.iter().map(|w| w.replay).sum();
+        assert_eq!(replays, 7);
+        let want: Vec<_> = loader.take(5).map(|i| i.unwrap().value).collect();
+        let restored = Loader::restored(pipelines(), threads(num_workers), &state).unwrap();
+        let got: Vec<_> = restored.take(5).map(|i| i.unwrap().value).collect();
+        assert_eq!(got, want, "{num_workers} workers after {first:?}");
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
