@@ -280,10 +280,10 @@ fn params() -> impl Strategy<Value = Params> {
             });
     (
         source,
-        (1usize..=2, 0usize..2, 0usize..4, prop::bool::weighted(0.2)),
+        (1usize..=2, 0usize..2, 0usize..=4, prop::bool::weighted(0.2)),
         (
             prop_oneof![Just(0usize), 2usize..12],
-            prop::option::of(1usize..5),
+            prop::option::of(1usize..=5),
             prop::option::of(3usize..8),
         ),
         (prop_oneof![Just(0u64), 3u64..15], prop::option::of(1u64..12)),
