@@ -288,8 +288,19 @@ impl DatasetSpec {
         cook: Option<&Arc<Py<PyAny>>>,
     ) -> LoaderBuilder<Item> {
         let load_reader = Arc::clone(reader);
-        let load =
-            move |raw: energon_reader::RawSample| Ok(Some(Item::Rust(load_reader.build(&raw)?)));
+        let load_hooks = Arc::clone(&self.hooks);
+        // A sample that cannot be built goes to the error handler; energon-cook's error policy
+        // then drops it (or stops after too many in a row).
+        let load = move |raw: energon_reader::RawSample| match load_reader.build(&raw) {
+            Ok(sample) => Ok(Some(Item::Rust(sample))),
+            Err(err) => {
+                let err = energon_cook::Error::from(err);
+                if err.is_sample_error() {
+                    load_hooks.report_sample_error(&err, raw.source_info())?;
+                }
+                Err(err)
+            }
+        };
         let mut builder =
             LoaderBuilder::new(Arc::clone(reader.dataset()), self.worker_config, load)
                 .training(self.training)

@@ -11,15 +11,18 @@ use std::{path::PathBuf, sync::Mutex};
 
 use energon_cook::{Batch, Keyed};
 use energon_mix::grammar::Joiner;
-use energon_reader::Sample;
+use energon_reader::{Sample, SourceInfo};
 use pyo3::{
     prelude::*,
-    types::{PyDict, PyList},
+    types::{PyDict, PyList, PyTuple},
 };
 use serde_json::{Map, Value};
 
 use crate::{
-    convert::Converter, errors::config_error, file_store::PyFileStore, sample::sample_to_py,
+    convert::Converter,
+    errors::{config_error, to_py_err},
+    file_store::PyFileStore,
+    sample::sample_to_py,
 };
 
 /// An item of the pipeline: a Rust sample until a Python hook has made something else of it.
@@ -40,6 +43,7 @@ pub(crate) enum Item {
 pub(crate) struct Hooks {
     make_cook: Option<Py<PyAny>>,
     make_joiner: Option<Py<PyAny>>,
+    on_error: Option<Py<PyAny>>,
     encode_sample: Option<Py<PyAny>>,
     batch: Option<Py<PyAny>>,
     default_batch: Option<Py<PyAny>>,
@@ -55,7 +59,8 @@ impl Hooks {
     /// `encode_batch` (callables or `None`: not overridden), `default_batch` (batches items that
     /// hooks turned into Python objects when `batch` is not overridden), `make_cook` (picks a
     /// crude dataset's cooker: see [`Hooks::make_cook`]), `make_joiner` (see
-    /// [`Hooks::make_joiner`]), `skip` (the skip marker) and `torch`.
+    /// [`Hooks::make_joiner`]), `on_error` (see [`Hooks::report_sample_error`]), `skip` (the
+    /// skip marker) and `torch`.
     pub(crate) fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
         let get = |name: &str| -> PyResult<Option<Py<PyAny>>> {
             let value = obj.getattr(name)?;
@@ -64,6 +69,7 @@ impl Hooks {
         Ok(Hooks {
             make_cook: get("make_cook")?,
             make_joiner: get("make_joiner")?,
+            on_error: get("on_error")?,
             encode_sample: get("encode_sample")?,
             batch: get("batch")?,
             default_batch: get("default_batch")?,
@@ -161,6 +167,26 @@ impl Hooks {
     /// Whether a hook's result is not the skip marker.
     pub(crate) fn unless_skip(&self, out: &Bound<'_, PyAny>) -> bool {
         self.skip.as_ref().is_none_or(|skip| !out.is(skip.bind(out.py())))
+    }
+
+    /// Hands the error of a sample that cannot be built (a part that cannot be decoded, a field
+    /// the field map cannot fill) to the worker config's error handler, with the sample's
+    /// source, before the sample is dropped. An exception of the handler (the reference's
+    /// `reraise_exception`) stops the loader with it.
+    pub(crate) fn report_sample_error(
+        &self,
+        err: &energon_cook::Error,
+        source: SourceInfo,
+    ) -> energon_cook::Result<()> {
+        let Some(on_error) = &self.on_error else { return Ok(()) };
+        Python::attach(|py| {
+            let conv = Converter::new(py, self.torch)?;
+            let exc = to_py_err(err).into_value(py);
+            let sources = PyTuple::new(py, [conv.source_info(source)?])?;
+            on_error.bind(py).call1((exc, sources))?;
+            Ok(())
+        })
+        .map_err(|err| self.fail(err))
     }
 
     /// Keeps the first failure for the loader to re-raise, returning a Rust error that ends the

@@ -8,14 +8,14 @@
 //!
 //! The per-worker stages are assembled here as energon-cook's `MixLoaderBuilder` assembles them
 //! (leaf source, load, cook; energon-mix's combining stages; shuffle buffer; encode): that
-//! builder takes one loading function for all leaves, and the leaves need their own.
+//! builder takes one loading function for all leaves, and each leaf needs its own (its
+//! `dataset.yaml` and its subflavors decide what its samples are).
 
 use std::sync::Arc;
 
-use energon_cook::{BoxStage, Keyed, LeafSource, Map, ShuffleBuffer, Stage};
+use energon_cook::{BoxStage, ErrorPolicy, LeafSource, Map, MixLeaf, ShuffleBuffer};
 use energon_mix::{
-    LeafData, LeafKind, LeafSample, Mix, MixPlan, PlannedLeaf, Source, grammar::Joiner,
-    join::JoinedSample,
+    LeafData, LeafKind, LeafSample, MixPlan, PlannedLeaf, grammar::Joiner, join::JoinedSample,
 };
 use energon_reader::{Decoder, ReaderOptions, Sample, SampleMeta, SampleReader};
 use pyo3::{prelude::*, types::PyList};
@@ -126,16 +126,18 @@ impl MixSource {
                 let data = planned.data.clone();
                 let source = LeafSource::new(iter, move |index| Ok(data.read(index)?));
                 let leaf = Arc::clone(&self.leaves[i]);
-                let mut stage: BoxStage<Item> = Box::new(Map::new(source, move |s| leaf.load(s)));
+                let mut failures = 0;
+                let mut stage: BoxStage<Item> =
+                    Box::new(Map::new(source, move |s| leaf.load(s, &mut failures)));
                 if self.leaves[i].crude {
                     // COMPAT(energon 7.4.1): crude leaves are cooked in a map stage of their own
                     // (it shows in the restore keys).
                     let leaf = Arc::clone(&self.leaves[i]);
                     stage = Box::new(Map::new(stage, move |item| leaf.cook(item)));
                 }
-                Ok(LeafStage(stage))
+                Ok(MixLeaf::new(stage))
             })?;
-            let mut stage: BoxStage<Item> = Box::new(MixStage(mix));
+            let mut stage: BoxStage<Item> = Box::new(mix);
             if self.plan.options.training && shuffle_buffer_size > 1 {
                 let rng = cfg.worker_rng(worker)?;
                 stage = Box::new(ShuffleBuffer::new(stage, shuffle_buffer_size, rng));
@@ -221,21 +223,55 @@ fn dataset_subflavors(reader: &SampleReader) -> JsonMap<String, Value> {
 }
 
 impl LeafLoad {
-    /// Builds the item of a sample read from this leaf (`None`: the joiner skipped it).
-    fn load(&self, sample: LeafSample) -> energon_cook::Result<Option<Item>> {
-        match (&self.build, sample) {
-            (LeafBuild::Sample { reader, subflavors }, LeafSample::Raw(raw)) => {
-                let sample = reader.build(&raw)?;
-                Ok(Some(Item::Rust(with_subflavors(sample, subflavors)?)))
-            }
+    /// Builds the item of a sample read from this leaf; `None` when the joiner skipped it, or
+    /// when it could not be built: as the reference's `load_sample` stage does, the error goes to
+    /// the error handler and the sample is dropped, until `failure_tolerance` samples in a row
+    /// failed (`consecutive` counts them, for this leaf on one worker).
+    fn load(
+        &self,
+        sample: LeafSample,
+        consecutive: &mut u64,
+    ) -> energon_cook::Result<Option<Item>> {
+        let res = match (&self.build, &sample) {
+            (LeafBuild::Sample { reader, subflavors }, LeafSample::Raw(raw)) => reader
+                .build(raw)
+                .and_then(|s| with_subflavors(s, subflavors))
+                .map(|s| Some(Item::Rust(s)))
+                .map_err(energon_cook::Error::from),
             (LeafBuild::Join { readers, joiner }, LeafSample::Joined(joined)) => {
                 self.join(readers, joiner, joined)
             }
             (_, sample) => Err(energon_reader::Error::Unsupported {
-                path: sample_path(&sample),
+                path: sample_path(sample),
                 reason: "a joined sample from a leaf that is not a join, or the reverse".to_owned(),
             }
             .into()),
+        };
+        match res {
+            Ok(Some(item)) => {
+                *consecutive = 0;
+                Ok(Some(item))
+            }
+            Ok(None) => Ok(None),
+            Err(err) if err.is_sample_error() => {
+                let source = match &sample {
+                    LeafSample::Raw(raw) => raw.source_info(),
+                    LeafSample::Joined(joined) => joined.primary().source_info(),
+                };
+                self.hooks.report_sample_error(&err, source)?;
+                *consecutive += 1;
+                let tolerance = ErrorPolicy::default().failure_tolerance;
+                if tolerance > 0 && *consecutive >= tolerance {
+                    return Err(energon_cook::Error::TooManyFailures {
+                        hook: "load_sample",
+                        count: *consecutive,
+                        tolerance,
+                        last: Box::new(err),
+                    });
+                }
+                Ok(None)
+            }
+            Err(err) => Err(err),
         }
     }
 
@@ -245,7 +281,7 @@ impl LeafLoad {
         &self,
         readers: &[(SampleReader, Subflavors)],
         joiner: &Py<PyAny>,
-        joined: JoinedSample,
+        joined: &JoinedSample,
     ) -> energon_cook::Result<Option<Item>> {
         let mut samples = Vec::with_capacity(joined.samples.len());
         for ((reader, subflavors), raw) in readers.iter().zip(&joined.samples) {
@@ -329,35 +365,4 @@ fn meta_mut(sample: &mut Sample) -> Option<&mut SampleMeta> {
         VidQa,
         Crude
     )
-}
-
-/// A leaf pipeline as a leaf of energon-mix's combining stages.
-struct LeafStage(BoxStage<Item>);
-
-impl Source for LeafStage {
-    type Item = Keyed<Item>;
-    type Error = energon_cook::Error;
-
-    fn next(&mut self) -> energon_cook::Result<Option<Keyed<Item>>> {
-        self.0.next()
-    }
-
-    fn len_worker(&self) -> u64 {
-        self.0.len_worker()
-    }
-}
-
-/// One worker's combined leaves as a stage of the pipeline.
-struct MixStage(Mix<LeafStage>);
-
-impl Stage for MixStage {
-    type Item = Keyed<Item>;
-
-    fn next(&mut self) -> energon_cook::Result<Option<Keyed<Item>>> {
-        Source::next(&mut self.0)
-    }
-
-    fn len_worker(&self) -> u64 {
-        Source::len_worker(&self.0)
-    }
 }

@@ -67,21 +67,66 @@ def test_a_damaged_shard_is_corrupt_with_its_offset(ref_small_copy):
         reader[52]
 
 
-def test_a_loader_error_surfaces_from_the_workers(ref_small_copy):
-    jpg_offset = None
-    shard = ref_small_copy / "shards" / "data-000000.tar"
+def corrupt_first_jpeg(dataset):
+    """Zeroes the start of sample 00000000's JPEG (its tar structure stays intact)."""
     import tarfile
 
+    shard = dataset / "shards" / "data-000000.tar"
     with tarfile.open(shard) as tar:
-        for m in tar.getmembers():
-            if m.name.endswith(".jpg"):
-                jpg_offset = m.offset_data
-                break
+        offset = next(m.offset_data for m in tar.getmembers() if m.name.endswith(".jpg"))
     data = bytearray(shard.read_bytes())
-    data[jpg_offset : jpg_offset + 64] = b"\x00" * 64
+    data[offset : offset + 64] = b"\x00" * 64
+    shard.write_bytes(bytes(data))
+
+
+def handled_keys(path, handler, **kwargs):
+    """The keys of a validation pass over `path`, with `handler` as the error handler."""
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2, global_error_handler=handler)
+    ds = energon_rs.get_val_dataset(
+        path, split_part="train", worker_config=wc, batch_size=2, **kwargs
+    )
+    return [k for batch in energon_rs.get_loader(ds) for k in batch.__key__]
+
+
+@pytest.mark.parametrize("metadataset", [False, True])
+def test_a_sample_that_cannot_be_decoded_goes_to_the_error_handler(
+    ref_small_copy, tmp_path, metadataset
+):
+    """As in the reference: the error handler sees the error and the sample's sources, the
+    sample is dropped, and the pass goes on; a handler that re-raises stops the loader."""
+    corrupt_first_jpeg(ref_small_copy)
+    path = ref_small_copy
+    if metadataset:
+        path = tmp_path / "mds.yaml"
+        path.write_text(
+            "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n  train:\n"
+            f"    path: {ref_small_copy}\n"
+        )
+    calls = []
+    keys = handled_keys(path, lambda exc, sample, sources: calls.append((exc, sources)))
+    assert sorted(keys) == [f"{i:08d}" for i in range(1, 200)]
+    # (Worker threads may already read into the next pass, and report the sample again.)
+    assert calls
+    for exc, sources in calls:
+        assert isinstance(exc, energon_rs.CorruptDatasetError)
+        assert "cannot decode part" in str(exc)
+        assert [(s.shard_name, s.index) for s in sources] == [("shards/data-000000.tar", 0)]
+    with pytest.raises(energon_rs.CorruptDatasetError, match="cannot decode part"):
+        handled_keys(path, energon_rs.reraise_exception)
+
+
+def test_a_loader_error_surfaces_from_the_workers(ref_small_copy):
+    """A shard that cannot be read is not a sample's fault: the loader stops with the error."""
+    import struct
+
+    shard = ref_small_copy / "shards" / "data-000001.tar"
+    data = bytearray(shard.read_bytes())
+    idx = (ref_small_copy / "shards" / "data-000001.tar.idx").read_bytes()
+    offset = struct.unpack_from("<Q", idx, 8 * 2)[0]
+    data[offset : offset + 512] = b"\xff" * 512
     shard.write_bytes(bytes(data))
     wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)
     ds = energon_rs.get_val_dataset(ref_small_copy, split_part="train", worker_config=wc, batch_size=2)
-    with pytest.raises(energon_rs.CorruptDatasetError, match="cannot decode part"):
+    with pytest.raises(energon_rs.CorruptDatasetError, match=f"offset {offset}"):
         for _ in energon_rs.get_loader(ds):
             pass

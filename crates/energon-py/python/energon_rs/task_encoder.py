@@ -408,9 +408,15 @@ def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> Simple
 
         return _guard(join, worker_config, getattr(joiner, "__failure_tolerance__", None))
 
+    def on_error(exc: BaseException, sources: Any) -> None:
+        """A sample that the Rust core could not build (a part that cannot be decoded): the
+        error handler sees it, then the sample is dropped."""
+        worker_config.global_error_handler(exc, None, sources)
+
     return SimpleNamespace(
         make_cook=make_cook,
         make_joiner=make_joiner,
+        on_error=on_error,
         encode_sample=hook("encode_sample"),
         batch=hook("batch"),
         default_batch=_guard(generic_batch, worker_config),
