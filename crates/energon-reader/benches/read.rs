@@ -1,5 +1,7 @@
 //! Reader throughput on generated data: raw random reads (no decode), decoded samples of 64x64
-//! and 256x256 JPEGs, and the bare JPEG decoder on the same images for comparison.
+//! and 256x256 JPEGs, and the bare JPEG decoders on the same images for comparison: the `image`
+//! crate's, libjpeg-turbo's (with the `turbojpeg` feature), and the part decoder
+//! ([`Decoder::decode`], which uses libjpeg-turbo with the feature and the `image` crate without).
 //!
 //! Run with `cargo bench -p energon-reader --bench read`. The datasets are generated once per
 //! run in a temporary folder (deterministic content, see `energon_tests::WdsSpec`) and read from
@@ -9,7 +11,7 @@ use std::{hint::black_box, path::Path, time::Duration};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use energon_index::prepare::{PrepareOptions, prepare_dataset};
-use energon_reader::{OpenOptions, ReaderOptions, SampleReader, WebDataset};
+use energon_reader::{Decoder, OpenOptions, ReaderOptions, SampleReader, WebDataset};
 use energon_tests::WdsSpec;
 
 /// Writes and prepares a CaptioningSample dataset of `n_shards` x `per_shard` samples.
@@ -78,6 +80,32 @@ fn decoded(c: &mut Criterion) {
                     let img = image::load_from_memory_with_format(jpg, image::ImageFormat::Jpeg)
                         .expect("decode");
                     black_box(img.into_rgb8());
+                }
+            });
+        });
+        #[cfg(feature = "turbojpeg")]
+        group.bench_function("bare_turbojpeg", |b| {
+            let mut decompressor = turbojpeg::Decompressor::new().expect("decompressor");
+            b.iter(|| {
+                for jpg in &jpegs {
+                    let header = decompressor.read_header(jpg).expect("header");
+                    let mut image = turbojpeg::Image {
+                        pixels: vec![0u8; 3 * header.width * header.height],
+                        width: header.width,
+                        pitch: 3 * header.width,
+                        height: header.height,
+                        format: turbojpeg::PixelFormat::RGB,
+                    };
+                    decompressor.decompress(jpg, image.as_deref_mut()).expect("decode");
+                    black_box(image);
+                }
+            });
+        });
+        let decoder = Decoder::default();
+        group.bench_function("part_decoder", |b| {
+            b.iter(|| {
+                for jpg in &jpegs {
+                    black_box(decoder.decode("jpg", jpg).expect("decode"));
                 }
             });
         });
