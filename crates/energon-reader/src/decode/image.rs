@@ -113,7 +113,7 @@ impl FromStr for ImageDecode {
 /// does) into the layout of `mode`. `mode` must not be [`ImageDecode::Raw`].
 ///
 /// With the `turbojpeg` feature, JPEG content goes through libjpeg-turbo (Pillow's pixels, see
-/// [`super::turbo`]); JPEGs it does not take and every other format go through the `image` crate.
+/// the `turbo` module); JPEGs it does not take and every other format go through the `image` crate.
 pub(crate) fn decode_image(data: &[u8], mode: ImageDecode) -> Result<Tensor, String> {
     let Some((channels, float, chw)) = mode.layout() else {
         return Err("images are not decoded in raw mode".to_owned());
