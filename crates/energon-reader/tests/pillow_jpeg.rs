@@ -3,7 +3,7 @@
 //! `tests/data/pillow_jpeg_digests.txt` holds the sha256 of Pillow's RGB, L and RGBA bytes (or
 //! `error`) of every JPEG in the fixture shards and of the files in `tests/data/jpeg/`
 //! (grayscale, 4:4:4, 4:2:2, odd sizes, progressive, restart markers, CMYK, corrupt and truncated
-//! data); `tests/data/make_pillow_digests.py` writes both.
+//! data, a bad Huffman table); `tests/data/make_pillow_digests.py` writes both.
 #![cfg(feature = "turbojpeg")]
 #![allow(clippy::unwrap_used)]
 
@@ -127,7 +127,7 @@ fn every_fixture_jpeg_has_a_pillow_digest() {
 fn rgb_l_and_rgba_pixels_are_pillows() {
     let fixture = fixture_jpegs();
     let expected = expected();
-    assert_eq!(expected.len(), 215);
+    assert_eq!(expected.len(), 216);
     for e in &expected {
         let data = read_jpeg(&e.name, &fixture);
         let Some(want) = &e.pixels else {
@@ -148,6 +148,35 @@ fn rgb_l_and_rgba_pixels_are_pillows() {
             assert_eq!(&sha256_hex(t.as_u8().unwrap()), digest, "{} {mode}", e.name);
         }
     }
+}
+
+/// The RGB digest of decoding `data`, or `None` for an error.
+fn rgb_digest(data: &Bytes) -> Option<String> {
+    decode(ImageDecode::Rgb8, "jpg", data).ok().map(|t| sha256_hex(t.as_u8().unwrap()))
+}
+
+#[test]
+fn failures_leave_later_images_on_any_thread_intact() {
+    let fixture = fixture_jpegs();
+    let expected = expected();
+    let cases: Vec<(Bytes, Option<String>)> = expected
+        .iter()
+        .map(|e| (read_jpeg(&e.name, &fixture), e.pixels.as_ref().map(|p| p.rgb.clone())))
+        .collect();
+    // Each thread decodes every file twice from its own starting point, so that every failure is
+    // followed by other images on the same thread while other threads decode too.
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let cases = &cases;
+            s.spawn(move || {
+                let n = cases.len();
+                for i in 0..2 * n {
+                    let (data, want) = &cases[(i + t * 61) % n];
+                    assert_eq!(&rgb_digest(data), want, "thread {t}, case {}", (i + t * 61) % n);
+                }
+            });
+        }
+    });
 }
 
 #[test]

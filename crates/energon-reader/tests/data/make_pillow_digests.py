@@ -7,7 +7,7 @@ Run with the Python that has the Pillow version below (the reference's environme
 It (re)writes, next to this script:
   * jpeg/*.jpg: small JPEGs covering what the fixture's 4:2:0 images do not (grayscale, 4:4:4,
     4:2:2, odd sizes, progressive, restart markers, CMYK with and without an Adobe marker, corrupt
-    and truncated data), encoded by Pillow from deterministic patterns;
+    and truncated data, a bad Huffman table), encoded by Pillow from deterministic patterns;
   * pillow_jpeg_digests.txt: for every JPEG member of the fixture shards and every file in jpeg/,
     the size and the sha256 of Pillow's `convert("RGB")`, `convert("L")` and `convert("RGBA")`
     bytes after `Image.open(...).load()` (what the reference's decoder does), or `error` when
@@ -80,6 +80,9 @@ def synthetic():
         if corrupt[i] not in (0x00, 0xFF) and corrupt[i - 1] != 0xFF:
             corrupt[i] ^= 0x5A
     cmyk = encode("CMYK", (27, 21), 7, quality=90)
+    bad_table = bytearray(base)
+    dht = bad_table.index(b"\xff\xc4")
+    bad_table[dht + 5 : dht + 21] = b"\xff" * 16  # code counts that overflow the table
     return [
         ("gray_33x17.jpg", encode("L", (33, 17), 2, quality=90)),
         ("rgb444_40x24.jpg", encode("RGB", (40, 24), 3, quality=95, subsampling=0)),
@@ -96,6 +99,7 @@ def synthetic():
         ("trailing_37x23.jpg", base + b"not part of the image"),
         ("truncated_37x23.jpg", base[:middle]),
         ("no_eoi_37x23.jpg", base[:-2]),
+        ("bad_huffman_table_37x23.jpg", bytes(bad_table)),
     ]
 
 
