@@ -173,7 +173,7 @@ impl MixPlan {
         }
         let mut opened = Vec::with_capacity(split.leaves.len());
         for leaf in split.leaves {
-            opened.push(open_leaf(leaf, &options)?);
+            opened.push(open_leaf(leaf, &options, worker_config.n_local_workers())?);
         }
         let lens: Vec<u64> = opened.iter().map(|o| o.len).collect();
         let rotations = rotation_offsets(&lens, &worker_config);
@@ -355,7 +355,7 @@ struct Opened {
     crude: bool,
 }
 
-fn open_leaf(leaf: ResolvedLeaf, options: &MixOptions) -> Result<Opened> {
+fn open_leaf(leaf: ResolvedLeaf, options: &MixOptions, n_workers: usize) -> Result<Opened> {
     let mut split_part = leaf.split_part.clone();
     let mut split_config = leaf.split_config.clone();
     let mut shuffle_over_epochs = leaf.shuffle_over_epochs;
@@ -383,11 +383,14 @@ fn open_leaf(leaf: ResolvedLeaf, options: &MixOptions) -> Result<Opened> {
                 parallel_shard_iters = p;
             }
             crude = overrides.crude;
+            // Every worker of this rank reads at most `parallel_shard_iters` slices of this leaf at
+            // once; keeping more shard maps open only grows the resident memory.
+            let slots = if options.training { parallel_shard_iters.unwrap_or(16) } else { 1 };
             let open = OpenOptions {
                 split_part: split_part.clone(),
                 split_config,
                 part_filter: PartFilter::All,
-                ..OpenOptions::default()
+                max_open_shards: (slots * n_workers.max(1)).max(2),
             };
             let dataset = WebDataset::open(&leaf.path, &open)?;
             let counts = dataset.shard_counts();
