@@ -8,11 +8,10 @@ use std::{path::PathBuf, process::ExitCode};
 
 use clap::Args;
 use energon_index::discover::{DatasetKind, classify};
-use energon_reader::{
-    ReaderOptions, SampleReader,
-    lint::{check_index_files, lint_samples},
-};
+use energon_reader::lint::{check_index_files, lint_samples};
 use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::splits;
 
 /// Flags of `energon lint`.
 #[derive(Debug, Args)]
@@ -63,28 +62,13 @@ pub(crate) fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
 
     let mut failed: Vec<String> = Vec::new();
     let mut n_checked = 0u64;
-    let split_parts: Vec<&str> = if kind == DatasetKind::Jsonl {
-        vec!["train"]
-    } else {
-        args.split_parts.split(',').map(str::trim).filter(|s| !s.is_empty()).collect()
-    };
+    let split_parts = splits::split_parts(kind == DatasetKind::Jsonl, &args.split_parts);
     for split_part in split_parts {
-        let options = ReaderOptions {
-            split_part: split_part.to_owned(),
-            split_config: Some(args.split_config.clone()),
-            dataset_config: Some(args.dataset_config.clone()),
-            ..ReaderOptions::default()
-        };
-        let reader = match SampleReader::open(&args.path, &options) {
-            Ok(reader) => reader,
-            Err(energon_reader::Error::Index(
-                energon_index::Error::UnknownSplitPart { .. }
-                | energon_index::Error::EmptySplit { .. },
-            )) => {
-                println!("Skipping empty split part {split_part}");
-                continue;
-            }
-            Err(err) => return Err(err.into()),
+        let Some(reader) =
+            splits::open_split(&args.path, split_part, &args.split_config, &args.dataset_config)?
+        else {
+            println!("Skipping empty split part {split_part}");
+            continue;
         };
         if let Some(loader) = reader.custom_loader() {
             eprintln!(

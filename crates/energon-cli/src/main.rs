@@ -13,6 +13,7 @@ mod prepare;
 mod prepare_media;
 mod preview;
 mod prompt;
+mod splits;
 mod trace;
 
 use std::process::ExitCode;

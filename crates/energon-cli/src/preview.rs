@@ -12,11 +12,9 @@ use energon_index::{
     dataset_config::sample_type_info,
     discover::{DatasetKind, classify},
 };
-use energon_reader::{
-    Decoded, ReaderOptions, Sample, SampleReader, Tensor, decode::TensorData, sample::FieldValue,
-};
+use energon_reader::{Decoded, Sample, Tensor, decode::TensorData, sample::FieldValue};
 
-use crate::prompt;
+use crate::{prompt, splits};
 
 /// Flags of `energon preview`.
 #[derive(Debug, Args)]
@@ -50,28 +48,13 @@ pub(crate) fn run(args: PreviewArgs) -> anyhow::Result<ExitCode> {
     let interactive = !args.non_interactive && args.num_samples.is_none() && prompt::interactive();
     let limit = args.num_samples.unwrap_or(if interactive { u64::MAX } else { DEFAULT_COUNT });
     let is_jsonl = classify(&args.path)? == DatasetKind::Jsonl;
-    let split_parts: Vec<&str> = if is_jsonl {
-        vec!["train"]
-    } else {
-        args.split_parts.split(',').map(str::trim).filter(|s| !s.is_empty()).collect()
-    };
+    let split_parts = splits::split_parts(is_jsonl, &args.split_parts);
     for split_part in split_parts {
-        let options = ReaderOptions {
-            split_part: split_part.to_owned(),
-            split_config: Some(args.split_config.clone()),
-            dataset_config: Some(args.dataset_config.clone()),
-            ..ReaderOptions::default()
-        };
-        let reader = match SampleReader::open(&args.path, &options) {
-            Ok(reader) => reader,
-            Err(energon_reader::Error::Index(
-                energon_index::Error::UnknownSplitPart { .. }
-                | energon_index::Error::EmptySplit { .. },
-            )) => {
-                println!("Dataset {split_part} is empty. Skipping.");
-                continue;
-            }
-            Err(err) => return Err(err.into()),
+        let Some(reader) =
+            splits::open_split(&args.path, split_part, &args.split_config, &args.dataset_config)?
+        else {
+            println!("Dataset {split_part} is empty. Skipping.");
+            continue;
         };
         if !is_jsonl {
             println!(
