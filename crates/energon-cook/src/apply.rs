@@ -37,6 +37,23 @@ impl<U> Pending<U> {
         Some((sub, value))
     }
 
+    /// Hands out the next output of the call in `slot`, keyed by `key(call index, output
+    /// position, input keys)`, and empties the slot once the call has nothing left.
+    pub(crate) fn next_from(
+        slot: &mut Option<Pending<U>>,
+        key: impl FnOnce(u64, u64, &[RestoreKey]) -> RestoreKey,
+    ) -> Option<Keyed<U>> {
+        let pending = slot.as_mut()?;
+        let res = pending.pop().map(|(sub, value)| Keyed {
+            restore_key: key(pending.index, sub, &pending.inputs),
+            value,
+        });
+        if pending.outputs.is_empty() {
+            *slot = None;
+        }
+        res
+    }
+
     pub(crate) fn state(&self) -> PendingCall {
         PendingCall {
             inputs: self.inputs.clone(),
@@ -203,16 +220,10 @@ where
 
     fn next(&mut self) -> Result<Option<Keyed<U>>> {
         loop {
-            if let Some(pending) = &mut self.pending {
-                if let Some((sub, value)) = pending.pop() {
-                    let restore_key =
-                        map_key("MapDataset", pending.index, Some(sub), &pending.inputs[0]);
-                    if pending.outputs.is_empty() {
-                        self.pending = None;
-                    }
-                    return Ok(Some(Keyed { restore_key, value }));
-                }
-                self.pending = None;
+            if let Some(item) = Pending::next_from(&mut self.pending, |index, sub, inputs| {
+                map_key("MapDataset", index, Some(sub), &inputs[0])
+            }) {
+                return Ok(Some(item));
             }
             let Some(item) = self.inner.next()? else { return Ok(None) };
             let index = self.index;

@@ -98,16 +98,10 @@ where
 
     fn next(&mut self) -> Result<Option<Keyed<B>>> {
         loop {
-            if let Some(pending) = &mut self.pending {
-                if let Some((sub, value)) = pending.pop() {
-                    let restore_key =
-                        group_key("BatchDataset", pending.index, Some(sub), &pending.inputs);
-                    if pending.outputs.is_empty() {
-                        self.pending = None;
-                    }
-                    return Ok(Some(Keyed { restore_key, value }));
-                }
-                self.pending = None;
+            if let Some(item) = Pending::next_from(&mut self.pending, |index, sub, inputs| {
+                group_key("BatchDataset", index, Some(sub), inputs)
+            }) {
+                return Ok(Some(item));
             }
             if self.pass_done {
                 self.pass_done = false;
