@@ -15,7 +15,7 @@ use std::{
 };
 
 use crate::{
-    Error, INDEX_SQLITE, INFO_JSON, INFO_YAML, NV_META, Result, SPLIT_YAML, discover, info,
+    Error, INDEX_SQLITE, INFO_JSON, INFO_YAML, NV_META, Result, SPLIT_YAML, discover, fsutil, info,
     jsonl_idx, shard::ShardScan, split, sqlite, tar_idx, tar_scan,
 };
 
@@ -230,12 +230,6 @@ struct Scanned {
     first_keys: Vec<String>,
 }
 
-fn tmp_name(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    path.with_file_name(name)
-}
-
 fn index_shards(
     root: &Path,
     meta_dir: &Path,
@@ -245,24 +239,24 @@ fn index_shards(
     pending: &mut Pending,
 ) -> Result<Scanned> {
     let paths: Vec<PathBuf> = shards.iter().map(|s| root.join(s)).collect();
-    let mut n_bytes = 0;
+    let mut shard_bytes = Vec::with_capacity(paths.len());
     for path in &paths {
         let meta = fs::metadata(path).map_err(|e| Error::io("cannot open", path, e))?;
         if !meta.is_file() {
             // A FIFO or device named like a shard would block or never end.
             return Err(Error::NotAFile { path: path.clone() });
         }
-        n_bytes += meta.len();
+        shard_bytes.push(meta.len());
     }
-    progress(Progress::Start { n_shards: shards.len(), n_bytes });
+    progress(Progress::Start { n_shards: shards.len(), n_bytes: shard_bytes.iter().sum() });
 
     // Register the temporary names first, so that they are cleaned up whatever fails.
     for path in &paths {
         let idx = tar_idx::tar_idx_path(path);
-        pending.files.push((tmp_name(&idx), idx));
+        pending.files.push((fsutil::tmp_path(&idx), idx));
     }
     let db_path = meta_dir.join(INDEX_SQLITE);
-    let db_tmp = tmp_name(&db_path);
+    let db_tmp = fsutil::tmp_path(&db_path);
     let _ = fs::remove_file(&db_tmp);
     pending.files.push((db_tmp.clone(), db_path.clone()));
 
@@ -311,8 +305,10 @@ fn index_shards(
                 cancelled.store(true, Ordering::Relaxed);
                 break;
             }
-            let n_bytes = fs::metadata(&paths[i]).map(|m| m.len()).unwrap_or(0);
-            progress(Progress::Shard { n_samples: scan.samples.len() as u64, n_bytes });
+            progress(Progress::Shard {
+                n_samples: scan.samples.len() as u64,
+                n_bytes: shard_bytes[i],
+            });
         }
         drop(rx);
         // Of several failing shards, report the first in shard order.
@@ -361,19 +357,17 @@ fn record_shard(
 }
 
 fn scan_one(path: &Path) -> Result<ShardScan> {
+    // `scan_shard` reports a shard without samples as `EmptyShard`.
     let scan = tar_scan::scan_shard(path)?;
-    if scan.samples.is_empty() {
-        return Err(Error::EmptyShard { path: path.to_owned() });
-    }
-    let idx_tmp = tmp_name(&tar_idx::tar_idx_path(path));
+    let idx_tmp = fsutil::tmp_path(&tar_idx::tar_idx_path(path));
     write_offsets(&idx_tmp, &scan.offsets(), path)?;
     Ok(scan)
 }
 
 fn write_offsets(tmp: &Path, offsets: &[u64], shard: &Path) -> Result<()> {
-    let bytes: Vec<u8> = offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
-    fs::write(tmp, bytes).map_err(|e| Error::io("cannot write", tmp, e))?;
-    crate::fsutil::copy_permissions_or_user_rw(shard, tmp);
+    fs::write(tmp, tar_idx::encode_offsets(offsets))
+        .map_err(|e| Error::io("cannot write", tmp, e))?;
+    fsutil::copy_permissions_or_user_rw(shard, tmp);
     Ok(())
 }
 
