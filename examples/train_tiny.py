@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 import energon_rs
 
-DEFAULT_DATASET = Path(__file__).resolve().parents[1].parent / "shared/fixtures/energon-ref-small"
+DEFAULT_DATASET = Path(__file__).resolve().parents[1] / "tests/fixtures/energon-ref-small"
 VOCAB = 512
 
 

@@ -4,7 +4,7 @@
 #
 # Usage: scripts/bench-python.sh [REF_PYTHON]
 #   REF_PYTHON: a Python with megatron-energon and psutil installed
-#   (../shared/tools/setup_energon_ref.sh makes one); without it only energon_rs is measured.
+#   (tests/fixtures/tools/setup_energon_ref.sh makes one); without it only energon_rs is measured.
 # Settings (environment): SHARDS (16), PER_SHARD (1000), IMG (128), SAMPLES (20000),
 # BATCH_SIZE (32), NUM_WORKERS (2), DECODE (torchrgb).
 set -euo pipefail
@@ -13,7 +13,7 @@ ref_python="${1:-}"
 shards="${SHARDS:-16}" per_shard="${PER_SHARD:-1000}" img="${IMG:-128}"
 samples="${SAMPLES:-20000}" batch_size="${BATCH_SIZE:-32}" num_workers="${NUM_WORKERS:-2}"
 decode="${DECODE:-torchrgb}"
-tools=../shared/tools
+tools=tests/fixtures/tools
 venv=target/py-bench-venv
 data="target/bench-data/wds-${shards}x${per_shard}-img${img}"
 

@@ -1,4 +1,4 @@
-//! Task encoders as a user of energon-rs writes them, for the shared fixture dataset:
+//! Task encoders as a user of energon-rs writes them, for the reference-prepared fixture dataset:
 //!
 //! - [`captioning`]: resizes images (with a random flip drawn from the per-sample seed, so it
 //!   is restorable) and tokenizes captions into padded tensors.
@@ -17,9 +17,9 @@ pub mod text_packing;
 
 use std::path::{Path, PathBuf};
 
-/// The shared fixture dataset (4 shards of 50 captioned 32x32 images, and a JSONL file).
+/// The reference-prepared fixture dataset (4 shards of 50 captioned 32x32 images, and a JSONL file).
 pub fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/energon-ref-small")
+    energon_fixtures::ref_small_dir()
 }
 
 /// This package's data (metadatasets).

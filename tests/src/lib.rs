@@ -11,20 +11,7 @@ use std::{
 
 use anyhow::Context;
 
-/// Root of the shared fixtures (datasets prepared by the Python reference), next to the repository.
-pub fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures")
-}
-
-/// The reference-prepared small dataset (4 shards x 50 samples, plus a JSONL file).
-pub fn ref_small_dir() -> PathBuf {
-    fixtures_dir().join("energon-ref-small")
-}
-
-/// The recorded reference outputs for [`ref_small_dir`].
-pub fn ref_small_expected_dir() -> PathBuf {
-    fixtures_dir().join("energon-ref-small.expected")
-}
+pub use energon_fixtures::{fixtures_dir, ref_small_dir, ref_small_expected_dir};
 
 /// Recursively copies a folder (files made writable, so tests may modify the copy).
 pub fn copy_dir(src: &Path, dst: &Path) -> io::Result<()> {

@@ -1,5 +1,5 @@
 //! The loader reproduces the reference's sample order exactly: every recorded `keys-*.txt` and
-//! `slices-*.jsonl` of the shared fixture, and the restore keys of `tests/golden/restore-keys/`.
+//! `slices-*.jsonl` of the reference-prepared fixture, and the restore keys of `tests/golden/restore-keys/`.
 
 use std::{fs, path::PathBuf, sync::Arc};
 

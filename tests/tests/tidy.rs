@@ -110,3 +110,38 @@ fn crate_dependencies_follow_the_layering() {
         }
     }
 }
+
+#[test]
+fn nothing_reads_outside_the_repository() {
+    // A clone has nothing beside it: test data lives in `tests/fixtures/` (see its README).
+    let mut files = all_rust_files();
+    for dir in ["crates", "examples", "scripts", "tests"] {
+        other_files(&repo_root().join(dir), &mut files);
+    }
+    let outside = format!("../{}/", "shared");
+    let bad: Vec<_> = files
+        .into_iter()
+        .filter(|p| fs::read_to_string(p).is_ok_and(|text| text.contains(&outside)))
+        .collect();
+    assert!(bad.is_empty(), "files that read outside the repository: {bad:#?}");
+}
+
+/// Scripts, YAML and Python files under `dir` (the data files of tests and tools).
+fn other_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        if name == "target" || name.to_string_lossy().starts_with('.') {
+            continue;
+        }
+        if path.is_dir() {
+            other_files(&path, out);
+        } else if path
+            .extension()
+            .is_some_and(|e| ["sh", "py", "yaml", "yml", "md", "toml"].iter().any(|x| e == *x))
+        {
+            out.push(path);
+        }
+    }
+}

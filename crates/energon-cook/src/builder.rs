@@ -96,7 +96,7 @@ pub type BoxStage<T> = Box<dyn Stage<Item = Keyed<T>>>;
 /// use energon_dist::WorkerConfig;
 /// use energon_reader::{Dataset, OpenOptions};
 ///
-/// let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/energon-ref-small");
+/// let root = energon_fixtures::ref_small_dir();
 /// let dataset = Arc::new(Dataset::open(&root, &OpenOptions::default())?);
 /// let worker_config = WorkerConfig::new(0, 1, 2)?;
 /// let loader = LoaderBuilder::new(dataset, worker_config, |raw| Ok(Some(raw.key)))

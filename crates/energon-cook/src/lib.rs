@@ -32,7 +32,7 @@
 //! use energon_dist::WorkerConfig;
 //! use energon_reader::{Dataset, OpenOptions};
 //!
-//! let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/energon-ref-small");
+//! let root = energon_fixtures::ref_small_dir();
 //! let dataset = Arc::new(Dataset::open(&root, &OpenOptions::default())?);
 //! let builder = || {
 //!     LoaderBuilder::new(Arc::clone(&dataset), WorkerConfig::new(0, 1, 2).unwrap(), |raw| {

@@ -361,8 +361,6 @@ impl<T, E> std::fmt::Debug for MixLoaderBuilder<T, E> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use energon_dist::WorkerConfig;
     use energon_mix::{MixOptions, ResolveOptions, resolve_path};
 
@@ -370,7 +368,7 @@ mod tests {
     use crate::Loaded;
 
     fn fixture() -> std::path::PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/energon-ref-small")
+        energon_fixtures::ref_small_dir()
     }
 
     #[test]

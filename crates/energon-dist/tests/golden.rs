@@ -1,6 +1,6 @@
 //! Golden tests: slicing, seeds and random streams against outputs of the Python reference.
 //!
-//! Two sources: the `slices-*.jsonl` files of the shared fixture (written by megatron-energon 7.4.1
+//! Two sources: the `slices-*.jsonl` files of the reference-prepared fixture (written by megatron-energon 7.4.1
 //! while loading `energon-ref-small`), and `tests/golden/reference.jsonl`, written by
 //! `tests/golden/generate.py` from megatron-energon 7.4.1 and torch 2.15.0 (random slicing cases,
 //! worker and restore seeds, mixed `WorkerRng` workloads, crafted `choice_idx` ties, subsets, and
@@ -19,7 +19,7 @@ use energon_dist::{
 use serde_json::{Value, json};
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
+    energon_fixtures::fixtures_dir()
 }
 
 fn u(v: &Value) -> u64 {

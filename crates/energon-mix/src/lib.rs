@@ -25,7 +25,7 @@
 //! use energon_dist::WorkerConfig;
 //! use energon_mix::{Metadataset, MixOptions, MixPlan, ResolveOptions, Source};
 //!
-//! // A blend of the shared fixture (weights 2 and 1.5, one with a subset) and its JSONL file (1).
+//! // A blend of the reference-prepared fixture (weights 2 and 1.5, one with a subset) and its JSONL file (1).
 //! let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mds/blend.yaml");
 //! let split = Metadataset::load(&path)?.resolve("train", &ResolveOptions::default())?;
 //! let weights: Vec<f64> = split.leaves.iter().map(|l| l.weight.unwrap()).collect();

@@ -1,5 +1,5 @@
-"""Shared fixtures: the reference's small dataset and its recorded orders, reached relative to
-the repository (CI clones the repository with `shared/` beside it)."""
+"""Test fixtures: the reference's small dataset and its recorded orders, vendored in the
+repository under `tests/fixtures/`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-FIXTURES = REPO.parent / "shared" / "fixtures"
+FIXTURES = REPO / "tests" / "fixtures"
 REF_SMALL = FIXTURES / "energon-ref-small"
 EXPECTED = FIXTURES / "energon-ref-small.expected"
 

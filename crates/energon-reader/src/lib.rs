@@ -20,7 +20,7 @@
 //! use std::path::Path;
 //! use energon_reader::{Dataset, OpenOptions, ReaderOptions, Sample, SampleReader};
 //!
-//! let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/energon-ref-small");
+//! let root = energon_fixtures::ref_small_dir();
 //! let dataset = Dataset::open(&root, &OpenOptions::default())?;
 //! let sample = dataset.read(0)?.expect("not excluded");
 //! assert_eq!(sample.key, "00000000");

@@ -5,11 +5,11 @@
 #
 # Usage: tests/golden/restore-keys/generate.sh PYTHON
 #   PYTHON: the interpreter of a venv with megatron-energon 7.4.1 and torch
-#           (../shared/tools/setup_energon_ref.sh makes one).
+#           (tests/fixtures/tools/setup_energon_ref.sh makes one).
 set -euo pipefail
 python=${1:?usage: generate.sh PYTHON}
 here=$(cd "$(dirname "$0")" && pwd)
-shared=$(cd "$here/../../../../shared" && pwd)
+fixtures=$(cd "$here/../../fixtures" && pwd)
 version=$("$python" -c 'import importlib.metadata as m; print(m.version("megatron-energon"))')
 if [ "$version" != "7.4.1" ]; then
     echo "expected megatron-energon 7.4.1, found $version" >&2
@@ -17,13 +17,13 @@ if [ "$version" != "7.4.1" ]; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cp -r "$shared/fixtures/energon-ref-small" "$work/"
+cp -r "$fixtures/energon-ref-small" "$work/"
 chmod -R u+w "$work"
 ds="$work/energon-ref-small"
 run() {
     local name=$1
     shift
-    "$python" "$shared/tools/ref_load.py" keys "$@" -v 2>/dev/null >"$here/$name.txt"
+    "$python" "$fixtures/tools/ref_load.py" keys "$@" -v 2>/dev/null >"$here/$name.txt"
 }
 run ws1-r0-nw0-bs4-sb16-s0 "$ds" --batch-size 4 --shuffle-buffer-size 16 -k 48
 run ws1-r0-nw2-bs1-sb0-s0 "$ds" --num-workers 2 --batch-size 1 -k 24

@@ -1,4 +1,4 @@
-//! Helpers: fixture paths, loaders over the shared fixture, pulling items across passes.
+//! Helpers: fixture paths, loaders over the reference-prepared fixture, pulling items across passes.
 
 use std::{
     path::{Path, PathBuf},
@@ -8,9 +8,9 @@ use std::{
 use energon_cook::{Keyed, Loader, LoaderState};
 use energon_reader::{Dataset, OpenOptions};
 
-/// The shared fixture: 4 shards of 50 samples and a JSONL file of 200 records.
+/// The reference-prepared fixture: 4 shards of 50 samples and a JSONL file of 200 records.
 pub(crate) fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/energon-ref-small")
+    energon_fixtures::ref_small_dir()
 }
 
 /// The reference's recorded outputs for the fixture.

@@ -2,7 +2,7 @@
 """Writes reference.jsonl: outputs of megatron-energon 7.4.1 (and torch 2.15.0) for the golden tests
 of energon-dist.
 
-Run it with the reference venv (`../shared/tools/setup_energon_ref.sh`):
+Run it with the reference venv (`tests/fixtures/tools/setup_energon_ref.sh`):
     $VENV/bin/python crates/energon-dist/tests/golden/generate.py [N_SLICING_CASES]
 Every record is one JSON object per line with a "kind" field; the Rust test replays each record.
 """

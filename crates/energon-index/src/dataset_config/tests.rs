@@ -7,7 +7,7 @@ use serde_json::json;
 use super::*;
 
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/energon-ref-small")
+    energon_fixtures::ref_small_dir()
 }
 
 fn parse(text: &str) -> Result<DatasetConfig> {

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use super::*;
 
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/energon-ref-small")
+    energon_fixtures::ref_small_dir()
 }
 
 fn strings(items: &[&str]) -> Vec<String> {

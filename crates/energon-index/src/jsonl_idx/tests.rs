@@ -55,8 +55,7 @@ fn index_path_appends_idx() {
 }
 
 fn fixture_jsonl() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/energon-ref-small/jsonl/data.jsonl")
+    energon_fixtures::ref_small_dir().join("jsonl/data.jsonl")
 }
 
 #[test]

@@ -9,8 +9,7 @@ use super::*;
 use crate::sqlite::{SqliteIndex, SqliteIndexWriter, dump_canonical};
 
 fn fixture_db() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/energon-ref-small/.nv-meta/index.sqlite")
+    energon_fixtures::ref_small_dir().join(".nv-meta/index.sqlite")
 }
 
 fn jpeg(width: u32, height: u32, mode: &str) -> Metadata {

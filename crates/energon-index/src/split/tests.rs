@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use super::*;
 
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/energon-ref-small")
+    energon_fixtures::ref_small_dir()
 }
 
 fn check_expand(pattern: &str, want: &[&str]) {

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use super::{SqliteIndexWriter, schema::readonly_uri};
 use crate::shard::{PartEntry, SampleEntry, ShardScan};
 
-/// The shared fixtures folder, beside the repository.
+/// The reference-prepared fixtures folder, beside the repository.
 fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
+    energon_fixtures::fixtures_dir()
 }
 
 /// The reference-prepared WebDataset.

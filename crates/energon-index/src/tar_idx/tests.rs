@@ -83,8 +83,7 @@ fn single_entry_index_has_no_samples() {
 
 #[test]
 fn golden_fixture_indexes_load() {
-    let shards = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/energon-ref-small/shards");
+    let shards = energon_fixtures::ref_small_dir().join("shards");
     for i in 0..4 {
         let shard = shards.join(format!("data-00000{i}.tar"));
         let idx = TarIndex::open(&tar_idx_path(&shard)).unwrap();

@@ -460,7 +460,7 @@ fn scan_shard_reads_a_file() {
 }
 
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/energon-ref-small")
+    energon_fixtures::ref_small_dir()
 }
 
 /// The fixture's shards in `tar_file_id` order (the order of `.info.json`).

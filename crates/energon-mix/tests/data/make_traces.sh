@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the reference sample orders in traces/ with the Python reference loader
-# (megatron-energon 7.4.1, installed by shared/tools/setup_energon_ref.sh) through
-# shared/tools/ref_load.py: training pipeline, batch size 1, no shuffle buffer, the first K keys of
+# (megatron-energon 7.4.1, installed by tests/fixtures/tools/setup_energon_ref.sh) through
+# tests/fixtures/tools/ref_load.py: training pipeline, batch size 1, no shuffle buffer, the first K keys of
 # this rank in loader order.
 # Usage (from the repository root, after `cargo build -p energon-cli -p energon-tests`):
 #   crates/energon-mix/tests/data/make_traces.sh [PYTHON]
@@ -9,7 +9,7 @@ set -euo pipefail
 py="${1:-${ENERGON_VENV:-$HOME/.energon-ref}/bin/python}"
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../../.." && pwd)"
-tools="$root/../shared/tools"
+tools="$root/tests/fixtures/tools"
 "$py" -c 'import importlib.metadata as m; v = m.version("megatron-energon"); assert v == "7.4.1", v'
 out="$here/traces"
 mkdir -p "$out"
@@ -39,7 +39,7 @@ K=300 trace tiny "$here/mds/tiny.yaml" 2 0 2 4
 # energon-rs and joined by the reference (the golden test rebuilds the same datasets).
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-cp -r "$root/../shared/fixtures/energon-ref-small" "$tmp/ref"
+cp -r "$root/tests/fixtures/energon-ref-small" "$tmp/ref"
 chmod -R u+w "$tmp/ref"
 "$root/target/debug/make-wds" "$tmp/b" --shards 5 --per-shard 40 --seed 7 > /dev/null
 "$root/target/debug/energon" prepare "$tmp/b" --non-interactive --split-ratio 1,0,0 \

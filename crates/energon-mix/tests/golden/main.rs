@@ -20,9 +20,9 @@ use energon_mix::{
 };
 use energon_tests::WdsSpec;
 
-/// The shared fixture (prepared by the reference).
+/// The reference-prepared fixture (prepared by the reference).
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/energon-ref-small")
+    energon_fixtures::ref_small_dir()
 }
 
 fn data(name: &str) -> PathBuf {

@@ -9,8 +9,7 @@ use proptest::prelude::*;
 use super::*;
 
 fn expected_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/energon-ref-small.expected")
+    energon_fixtures::ref_small_expected_dir()
 }
 
 /// The recorded keys of a fixture file; the fixture's keys are the global sample indices (the

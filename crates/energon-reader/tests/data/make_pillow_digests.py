@@ -30,7 +30,7 @@ PILLOW_VERSION = "13.0.0"
 LIBJPEG_TURBO_VERSION = "3.2.0"
 
 HERE = Path(__file__).resolve().parent
-SHARDS = HERE.parents[4] / "shared" / "fixtures" / "energon-ref-small" / "shards"
+SHARDS = HERE.parents[3] / "tests" / "fixtures" / "energon-ref-small" / "shards"
 OUT_DIR = HERE / "jpeg"
 DIGESTS = HERE / "pillow_jpeg_digests.txt"
 
