@@ -17,7 +17,7 @@ pub(crate) use self::common::{Common, common_setters, fingerprint};
 use crate::{
     apply::{Apply, ApplyFn},
     checkpoint::PipelineConfig,
-    encoder::{AuxStore, DefaultTaskEncoder, TaskEncoder},
+    encoder::{AuxStore, Cooker, DefaultTaskEncoder, TaskEncoder},
     error::{Error, Result},
     hook::{HookError, Outputs},
     loader::Loader,
@@ -115,6 +115,7 @@ pub struct LoaderBuilder<T, E = DefaultTaskEncoder<T>> {
     load: MapFn<RawSample, T>,
     encoder: Arc<E>,
     crude: bool,
+    cooker: Option<Cooker<T>>,
     subflavors: Option<Arc<Map<String, Value>>>,
     aux: Vec<(String, Arc<dyn FileStore>)>,
     aux_decoder: Option<Decoder>,
@@ -139,6 +140,7 @@ impl<T: Send + 'static> LoaderBuilder<T> {
             load: Arc::new(load),
             encoder: Arc::new(DefaultTaskEncoder::default()),
             crude: false,
+            cooker: None,
             subflavors: None,
             aux: Vec::new(),
             aux_decoder: Some(Decoder::default()),
@@ -149,22 +151,13 @@ impl<T: Send + 'static> LoaderBuilder<T> {
         }
     }
 
-    /// Marks the dataset crude and cooks every sample with `cook` after `load` (a catch-all
-    /// cooker of the default task encoder; the reference cooks crude samples, such as JSONL
-    /// records, in a map stage of their own).
-    pub fn cook<F>(mut self, cook: F) -> Self
+    /// Marks the dataset crude and cooks every sample with `cook` after `load` (the reference
+    /// cooks crude samples, such as JSONL records, in a map stage of their own).
+    pub fn cook<F>(self, cook: F) -> Self
     where
         F: Fn(T) -> Result<Option<T>> + Send + Sync + 'static,
     {
-        let cooker = crate::encoder::Cooker::new(move |sample, _| match cook(sample) {
-            Ok(Some(sample)) => Ok(sample),
-            Ok(None) => Err(HookError::Skip),
-            Err(err) => Err(HookError::Failed(Box::new(err))),
-        });
-        let encoder = Arc::make_mut(&mut self.encoder);
-        *encoder = encoder.clone().with_cookers(vec![cooker]);
-        self.crude = true;
-        self
+        self.cooker(Cooker::of_fn(cook))
     }
 
     /// Sets the per-sample encoding of the default task encoder (its `encode_sample`; identity
@@ -235,6 +228,7 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
             load: self.load,
             encoder: Arc::new(encoder),
             crude: self.crude,
+            cooker: self.cooker,
             subflavors: self.subflavors,
             aux: self.aux,
             aux_decoder: self.aux_decoder,
@@ -253,6 +247,14 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
     /// Whether the dataset's samples are crude, to be cooked by the task encoder's cookers.
     pub fn crude(mut self, crude: bool) -> Self {
         self.crude = crude;
+        self
+    }
+
+    /// Marks the dataset crude and cooks its samples with `cooker`, instead of the task
+    /// encoder's first cooker matching the subflavors (a caller that chose the cooker itself).
+    pub fn cooker(mut self, cooker: Cooker<T>) -> Self {
+        self.cooker = Some(cooker);
+        self.crude = true;
         self
     }
 
@@ -416,8 +418,14 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
             return Ok(None);
         }
         let dataset = self.dataset.path().display().to_string();
-        let cooker =
-            pipeline::select_cooker(self.encoder.cookers(), self.subflavors.as_deref(), &dataset)?;
+        let cooker = match &self.cooker {
+            Some(cooker) => cooker.clone(),
+            None => pipeline::select_cooker(
+                self.encoder.cookers(),
+                self.subflavors.as_deref(),
+                &dataset,
+            )?,
+        };
         let primary = if cooker.needs_primary() {
             let store: Arc<dyn FileStore> =
                 Arc::new(WebdatasetFileStore::open(self.dataset.path())?);
@@ -433,34 +441,40 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
         Ok(Some(Cooking { cooker, subflavors: self.subflavors.clone(), aux: aux.into(), primary }))
     }
 
+    /// Every local worker's whole pipeline of encoded samples, as [`LoaderBuilder::build_samples`]
+    /// runs them (for a caller that runs one worker's pipeline itself); failures are counted in
+    /// `stats`.
+    pub fn sample_worker_pipelines(
+        &self,
+        stats: &FailureStats,
+    ) -> Result<Vec<BoxStage<E::Encoded>>> {
+        self.common.check_samples(&*self.encoder)?;
+        let encoded = self.encoded_pipelines(stats)?;
+        encoded.into_iter().map(|(stage, env)| self.common.sample_outer(stage, &env)).collect()
+    }
+
+    /// Every local worker's whole pipeline of batches, as [`LoaderBuilder::build_batches`] runs
+    /// them; failures are counted in `stats`.
+    pub fn batch_worker_pipelines(&self, stats: &FailureStats) -> Result<Vec<BoxStage<E::Output>>> {
+        let encoded = self.encoded_pipelines(stats)?;
+        encoded
+            .into_iter()
+            .map(|(stage, env)| self.common.batch_outer(&self.encoder, stage, &env))
+            .collect()
+    }
+
     /// The loader of encoded samples (no batching: no batch size, no batching by group).
     pub fn build_samples(self) -> Result<Loader<Keyed<E::Encoded>>> {
-        if self.common.settings.batches(&*self.encoder) {
-            return Err(Error::InvalidSetting {
-                setting: "batch_size",
-                value: format!("{:?}", self.common.settings.batch_size),
-                reason: "a loader of samples does not batch; use build_batches",
-            });
-        }
         let stats = FailureStats::default();
-        let config = self.config()?;
-        let mut pipelines = Vec::new();
-        for (stage, env) in self.encoded_pipelines(&stats)? {
-            pipelines.push(pipeline::outer_stages(stage, &self.common.settings, &env)?);
-        }
-        self.common.start(pipelines, &self.worker_config, config, stats, false)
+        let pipelines = self.sample_worker_pipelines(&stats)?;
+        self.common.start(pipelines, &self.worker_config, self.config()?, stats, false)
     }
 
     /// The loader of batches (a batch size, or batching by group).
     pub fn build_batches(self) -> Result<Loader<Keyed<E::Output>>> {
         let stats = FailureStats::default();
-        let config = self.config()?;
-        let mut pipelines = Vec::new();
-        for (stage, env) in self.encoded_pipelines(&stats)? {
-            let stage = pipeline::batch_stages(&self.encoder, stage, &self.common.settings, &env)?;
-            pipelines.push(pipeline::outer_stages(stage, &self.common.settings, &env)?);
-        }
-        self.common.start(pipelines, &self.worker_config, config, stats, true)
+        let pipelines = self.batch_worker_pipelines(&stats)?;
+        self.common.start(pipelines, &self.worker_config, self.config()?, stats, true)
     }
 }
 

@@ -260,6 +260,19 @@ impl<T> Cooker<T> {
         Cooker { cook: Arc::new(cook), has_subflavors: None, need_primary: false }
     }
 
+    /// A cooker for every crude dataset from a plain function: `Ok(None)` skips the sample, an
+    /// error drops it under the error policy.
+    pub fn of_fn<F>(cook: F) -> Self
+    where
+        F: Fn(T) -> Result<Option<T>> + Send + Sync + 'static,
+    {
+        Cooker::new(move |sample, _| match cook(sample) {
+            Ok(Some(sample)) => Ok(sample),
+            Ok(None) => Err(HookError::Skip),
+            Err(err) => Err(HookError::Failed(Box::new(err))),
+        })
+    }
+
     /// Only for datasets whose subflavors have all these entries, with equal values.
     pub fn has_subflavors(mut self, subflavors: Map<String, Value>) -> Self {
         self.has_subflavors = Some(subflavors);

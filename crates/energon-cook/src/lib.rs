@@ -90,7 +90,7 @@ pub use crate::{
     hook::{BoxError, HookError, HookResult, Outputs},
     loader::{Loaded, Loader, LoaderConfig},
     map::Map,
-    mix::{MixLeaf, MixLoaderBuilder},
+    mix::{MixLeaf, MixLeafLoad, MixLoaderBuilder},
     policy::{ErrorPolicy, FailureStats, HookCounts},
     repeat::Repeat,
     restore_key::{KeyPart, RestoreKey},

@@ -18,7 +18,6 @@ use crate::{
     context::StageEnv,
     encoder::{AuxStore, Cooker, DefaultTaskEncoder, TaskEncoder},
     error::{Error, Result},
-    hook::HookError,
     loader::Loader,
     pipeline::{self, Cooking},
     policy::FailureStats,
@@ -135,24 +134,92 @@ fn restore_child<T>(
 ///    [`LoaderBuilder`](crate::LoaderBuilder) has them.
 pub struct MixLoaderBuilder<T, E = DefaultTaskEncoder<T>> {
     plan: Arc<MixPlan>,
-    load: MapFn<LeafSample, T>,
+    leaves: Vec<MixLeafLoad<T>>,
     encoder: Arc<E>,
     aux_decoder: Option<Decoder>,
     common: Common,
 }
 
+/// How one leaf of a plan turns what it reads into items: its loading function and, for a
+/// crude leaf, the subflavors that choose its cooker (or the cooker itself).
+pub struct MixLeafLoad<T> {
+    load: MapFn<LeafSample, T>,
+    subflavors: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
+    cooker: Option<Cooker<T>>,
+}
+
+impl<T> Clone for MixLeafLoad<T> {
+    fn clone(&self) -> Self {
+        MixLeafLoad {
+            load: Arc::clone(&self.load),
+            subflavors: self.subflavors.clone(),
+            cooker: self.cooker.clone(),
+        }
+    }
+}
+
+impl<T> MixLeafLoad<T> {
+    /// A leaf loading its samples (or joined samples) with `load` (`Ok(None)` skips one); a crude
+    /// leaf's cooker is the task encoder's first one matching the leaf's subflavors as the
+    /// metadataset gives them.
+    pub fn new<L>(load: L) -> Self
+    where
+        L: Fn(LeafSample) -> Result<Option<T>> + Send + Sync + 'static,
+    {
+        MixLeafLoad { load: Arc::new(load), subflavors: None, cooker: None }
+    }
+
+    /// The subflavors that choose the cooker of a crude leaf (the reference's: the dataset's own,
+    /// updated with the metadataset's).
+    pub fn subflavors(mut self, subflavors: serde_json::Map<String, serde_json::Value>) -> Self {
+        self.subflavors = Some(Arc::new(subflavors));
+        self
+    }
+
+    /// Cooks a crude leaf's samples with `cooker` instead of the task encoder's (a caller that
+    /// chose the cooker itself).
+    pub fn cooker(mut self, cooker: Cooker<T>) -> Self {
+        self.cooker = Some(cooker);
+        self
+    }
+}
+
+impl<T> std::fmt::Debug for MixLeafLoad<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MixLeafLoad")
+            .field("subflavors", &self.subflavors)
+            .field("cooker", &self.cooker)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<T: Send + 'static> MixLoaderBuilder<T> {
-    /// A loader over `plan`, turning each sample (or joined sample) into a `T` with `load`
-    /// (`Ok(None)` skips the sample).
+    /// A loader over `plan`, turning each sample (or joined sample) of every leaf into a `T`
+    /// with `load` (`Ok(None)` skips the sample).
     pub fn new<L>(plan: MixPlan, load: L) -> Self
     where
         L: Fn(LeafSample) -> Result<Option<T>> + Send + Sync + 'static,
     {
+        let leaf = MixLeafLoad::new(load);
+        let leaves = plan
+            .leaves
+            .iter()
+            .map(|planned| match &planned.leaf.subflavors {
+                Some(subflavors) => leaf.clone().subflavors(subflavors.clone()),
+                None => leaf.clone(),
+            })
+            .collect();
+        MixLoaderBuilder::with_leaves(plan, leaves)
+    }
+
+    /// A loader over `plan` with a way to items for each of its leaves, in the plan's order
+    /// (fails later, when building, unless there is one per leaf).
+    pub fn with_leaves(plan: MixPlan, leaves: Vec<MixLeafLoad<T>>) -> Self {
         let mut common = Common::default();
         common.settings.training = plan.options.training;
         MixLoaderBuilder {
             plan: Arc::new(plan),
-            load: Arc::new(load),
+            leaves,
             encoder: Arc::new(DefaultTaskEncoder::default()),
             aux_decoder: Some(Decoder::default()),
             common,
@@ -165,11 +232,7 @@ impl<T: Send + 'static> MixLoaderBuilder<T> {
     where
         F: Fn(T) -> Result<Option<T>> + Send + Sync + 'static,
     {
-        let cooker = Cooker::new(move |sample, _| match cook(sample) {
-            Ok(Some(sample)) => Ok(sample),
-            Ok(None) => Err(HookError::Skip),
-            Err(err) => Err(HookError::Failed(Box::new(err))),
-        });
+        let cooker = Cooker::of_fn(cook);
         let encoder = Arc::make_mut(&mut self.encoder);
         *encoder = encoder.clone().with_cookers(vec![cooker]);
         self
@@ -191,7 +254,7 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> MixLoaderBuilder<T, E> {
     pub fn task_encoder<E2: TaskEncoder<Sample = T>>(self, encoder: E2) -> MixLoaderBuilder<T, E2> {
         MixLoaderBuilder {
             plan: self.plan,
-            load: self.load,
+            leaves: self.leaves,
             encoder: Arc::new(encoder),
             aux_decoder: self.aux_decoder,
             common: self.common,
@@ -251,15 +314,19 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> MixLoaderBuilder<T, E> {
     /// The cooking of each leaf (`None` for leaves that are not crude).
     fn cookings(&self) -> Result<Vec<Option<Cooking<T>>>> {
         let mut res = Vec::with_capacity(self.plan.leaves.len());
-        for leaf in &self.plan.leaves {
+        for (leaf, load) in self.plan.leaves.iter().zip(&self.leaves) {
             if !leaf.crude {
                 res.push(None);
                 continue;
             }
             let path = leaf.leaf.path.display().to_string();
-            let subflavors = leaf.leaf.subflavors.clone();
-            let cooker =
-                pipeline::select_cooker(self.encoder.cookers(), subflavors.as_ref(), &path)?;
+            let subflavors = load.subflavors.clone();
+            let cooker = match &load.cooker {
+                Some(cooker) => cooker.clone(),
+                None => {
+                    pipeline::select_cooker(self.encoder.cookers(), subflavors.as_deref(), &path)?
+                }
+            };
             let primary = if cooker.needs_primary() {
                 let store: Arc<dyn FileStore> =
                     Arc::new(WebdatasetFileStore::open(&leaf.leaf.path)?);
@@ -272,12 +339,7 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> MixLoaderBuilder<T, E> {
                 .into_iter()
                 .map(|(name, store)| AuxStore::new(name, store, self.aux_decoder))
                 .collect();
-            res.push(Some(Cooking {
-                cooker,
-                subflavors: subflavors.map(Arc::new),
-                aux: aux.into(),
-                primary,
-            }));
+            res.push(Some(Cooking { cooker, subflavors, aux: aux.into(), primary }));
         }
         Ok(res)
     }
@@ -293,6 +355,13 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> MixLoaderBuilder<T, E> {
         stats: &FailureStats,
     ) -> Result<Vec<(BoxStage<E::Encoded>, StageEnv)>> {
         pipeline::check_hooks(&*self.encoder, &self.common.settings)?;
+        if self.leaves.len() != self.plan.leaves.len() {
+            return Err(Error::InvalidSetting {
+                setting: "leaves",
+                value: self.leaves.len().to_string(),
+                reason: "needs one way to items per leaf of the plan",
+            });
+        }
         let cfg = self.plan.worker_config;
         let cookings = self.cookings()?;
         let mut res = Vec::with_capacity(cfg.n_local_workers());
@@ -301,8 +370,9 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> MixLoaderBuilder<T, E> {
             let mix = self.plan.build_worker(worker, |i, leaf, iter| {
                 let data = leaf.data.clone();
                 let source = LeafSource::new(iter, move |index| Ok(data.read(index)?));
+                let load = load_fn(&self.leaves[i].load);
                 let mut stage: BoxStage<T> =
-                    Box::new(Apply::new(source, "load_sample", load_fn(&self.load), env.clone()));
+                    Box::new(Apply::new(source, "load_sample", load, env.clone()));
                 if let Some(cooking) = &cookings[i] {
                     stage = pipeline::cook_stage(&self.encoder, stage, cooking.clone(), &env);
                 }
@@ -320,31 +390,38 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> MixLoaderBuilder<T, E> {
         Ok(res)
     }
 
+    /// Every local worker's whole pipeline of encoded samples, as
+    /// [`MixLoaderBuilder::build_samples`] runs them; failures are counted in `stats`.
+    pub fn sample_worker_pipelines(
+        &self,
+        stats: &FailureStats,
+    ) -> Result<Vec<BoxStage<E::Encoded>>> {
+        self.common.check_samples(&*self.encoder)?;
+        let encoded = self.encoded_pipelines(stats)?;
+        encoded.into_iter().map(|(stage, env)| self.common.sample_outer(stage, &env)).collect()
+    }
+
+    /// Every local worker's whole pipeline of batches, as [`MixLoaderBuilder::build_batches`]
+    /// runs them; failures are counted in `stats`.
+    pub fn batch_worker_pipelines(&self, stats: &FailureStats) -> Result<Vec<BoxStage<E::Output>>> {
+        let encoded = self.encoded_pipelines(stats)?;
+        encoded
+            .into_iter()
+            .map(|(stage, env)| self.common.batch_outer(&self.encoder, stage, &env))
+            .collect()
+    }
+
     /// The loader of encoded samples (no batching).
     pub fn build_samples(self) -> Result<Loader<Keyed<E::Encoded>>> {
-        if self.common.settings.batches(&*self.encoder) {
-            return Err(Error::InvalidSetting {
-                setting: "batch_size",
-                value: format!("{:?}", self.common.settings.batch_size),
-                reason: "a loader of samples does not batch; use build_batches",
-            });
-        }
         let stats = FailureStats::default();
-        let mut pipelines = Vec::new();
-        for (stage, env) in self.encoded_pipelines(&stats)? {
-            pipelines.push(pipeline::outer_stages(stage, &self.common.settings, &env)?);
-        }
+        let pipelines = self.sample_worker_pipelines(&stats)?;
         self.common.start(pipelines, &self.plan.worker_config, self.config(), stats, false)
     }
 
     /// The loader of batches (a batch size, or batching by group).
     pub fn build_batches(self) -> Result<Loader<Keyed<E::Output>>> {
         let stats = FailureStats::default();
-        let mut pipelines = Vec::new();
-        for (stage, env) in self.encoded_pipelines(&stats)? {
-            let stage = pipeline::batch_stages(&self.encoder, stage, &self.common.settings, &env)?;
-            pipelines.push(pipeline::outer_stages(stage, &self.common.settings, &env)?);
-        }
+        let pipelines = self.batch_worker_pipelines(&stats)?;
         self.common.start(pipelines, &self.plan.worker_config, self.config(), stats, true)
     }
 }

@@ -7,7 +7,9 @@ use std::{
     sync::Arc,
 };
 
-use energon_cook::{BoxStage, LoaderBuilder};
+use energon_cook::{
+    FailureStats, Loader, LoaderBuilder, LoaderConfig, LoaderState, MixLoaderBuilder,
+};
 use energon_dist::WorkerConfig;
 use energon_index::discover::{DatasetKind, classify};
 use energon_mix::{MixOptions, MixPlan, ResolveOptions, resolve_path};
@@ -16,8 +18,10 @@ use pyo3::prelude::*;
 
 use crate::{
     convert::Converter,
+    encoder::PyEncoder,
     errors::{config_error, to_py_err},
     hooks::{Hooks, Item},
+    loader::RustLoader,
     mix::MixSource,
     sample::sample_to_py,
 };
@@ -124,6 +128,8 @@ pub(crate) struct DatasetSpec {
     max_samples_per_sequence: Option<u64>,
     parallel_shard_iters: Option<usize>,
     shuffle_over_epochs: Option<i64>,
+    virtual_epoch_length: u64,
+    limit: Option<u64>,
     hooks: Arc<Hooks>,
 }
 
@@ -137,7 +143,7 @@ impl DatasetSpec {
         path, *, split_part, rank, world_size, num_workers, seed_offset = 0, training = true,
         batch_size = None, drop_last = false, shuffle_buffer_size = None,
         max_samples_per_sequence = None, parallel_shard_iters = None, shuffle_over_epochs = Some(1),
-        image_decode = Some("torchrgb"), guess_content = false, split_config = None,
+        virtual_epoch_length = 0, limit = None, image_decode = Some("torchrgb"), guess_content = false, split_config = None,
         dataset_config = None, hooks = None
     ))]
     #[expect(clippy::too_many_arguments, reason = "the Python API's keyword arguments")]
@@ -156,6 +162,8 @@ impl DatasetSpec {
         max_samples_per_sequence: Option<u64>,
         parallel_shard_iters: Option<usize>,
         shuffle_over_epochs: Option<i64>,
+        virtual_epoch_length: u64,
+        limit: Option<u64>,
         image_decode: Option<&str>,
         guess_content: bool,
         split_config: Option<String>,
@@ -228,11 +236,13 @@ impl DatasetSpec {
             max_samples_per_sequence,
             parallel_shard_iters,
             shuffle_over_epochs,
+            virtual_epoch_length,
+            limit,
             hooks,
         };
         // Settings are checked now (as the reference does when it builds the dataset), not at
         // the first iteration.
-        py.detach(|| spec.sample_pipelines().map(drop)).map_err(|e| to_py_err(&e))?;
+        py.detach(|| spec.check()).map_err(|e| to_py_err(&e))?;
         Ok(spec)
     }
 
@@ -266,8 +276,9 @@ impl DatasetSpec {
     /// dataset, repetitions applied, for a metadataset).
     fn worker_sample_counts(&self) -> PyResult<Vec<u64>> {
         match &self.input {
-            Input::Single { reader, .. } => {
-                let builder = self.builder(reader, None);
+            Input::Single { reader, cook } => {
+                let encoder = PyEncoder::new(Arc::clone(&self.hooks));
+                let builder = self.single_builder(reader, cook.as_ref(), &encoder);
                 let slices = builder.worker_slices().map_err(|e| to_py_err(&e))?;
                 Ok(slices.iter().map(|s| s.n_samples()).collect())
             }
@@ -279,18 +290,35 @@ impl DatasetSpec {
     }
 }
 
+/// energon-cook's builder of one of the two kinds of input.
+#[expect(clippy::large_enum_variant, reason = "made once per loader and consumed at once")]
+enum Builder {
+    Single(LoaderBuilder<Item, PyEncoder>),
+    Mix(MixLoaderBuilder<Item, PyEncoder>),
+}
+
+/// Applies the same builder call to either kind.
+macro_rules! both {
+    ($builder:expr, |$b:ident| $body:expr) => {
+        match $builder {
+            Builder::Single($b) => Builder::Single($body),
+            Builder::Mix($b) => Builder::Mix($body),
+        }
+    };
+}
+
 impl DatasetSpec {
-    /// A loader builder with these settings over one dataset; items are samples (or what the
-    /// Python hooks make of them).
-    fn builder(
+    /// The loader builder over one dataset (see [`DatasetSpec::builder`]).
+    fn single_builder(
         &self,
         reader: &Arc<SampleReader>,
         cook: Option<&Arc<Py<PyAny>>>,
-    ) -> LoaderBuilder<Item> {
+        encoder: &PyEncoder,
+    ) -> LoaderBuilder<Item, PyEncoder> {
         let load_reader = Arc::clone(reader);
         let load_hooks = Arc::clone(&self.hooks);
-        // A sample that cannot be built goes to the error handler; energon-cook's error policy
-        // then drops it (or stops after too many in a row).
+        // A sample that cannot be built goes to the error handler; energon-cook's error
+        // policy then drops it (or stops after too many in a row).
         let load = move |raw: energon_reader::RawSample| match load_reader.build(&raw) {
             Ok(sample) => Ok(Some(Item::Rust(sample))),
             Err(err) => {
@@ -303,11 +331,9 @@ impl DatasetSpec {
         };
         let mut builder =
             LoaderBuilder::new(Arc::clone(reader.dataset()), self.worker_config, load)
+                .task_encoder(encoder.clone())
                 .training(self.training)
-                .max_samples_per_sequence(self.max_samples_per_sequence)
-                .shuffle_buffer_size(self.shuffle_buffer_size)
-                .batch_size(self.batch_size)
-                .drop_last(self.drop_last);
+                .max_samples_per_sequence(self.max_samples_per_sequence);
         if let Some(k) = self.shuffle_over_epochs {
             builder = builder.shuffle_over_epochs(k);
         }
@@ -315,26 +341,91 @@ impl DatasetSpec {
             builder = builder.parallel_shard_iters(p);
         }
         if reader.sample_type() == "CrudeSample" {
-            // COMPAT(energon 7.4.1): crude samples are cooked in a map stage of their own (it
-            // shows in the restore keys), with the task encoder's cooker.
-            let hooks = Arc::clone(&self.hooks);
-            let cook = cook.cloned();
-            builder = builder.cook(move |item| hooks.call_sample_hook(cook.as_deref(), item));
-        }
-        if self.hooks.has_encode_sample() {
-            let hooks = Arc::clone(&self.hooks);
-            builder = builder.encode(move |item| hooks.encode_sample(item));
+            // COMPAT(energon 7.4.1): crude samples are cooked in a map stage of their own
+            // (it shows in the restore keys), with the task encoder's cooker.
+            builder = builder.cooker(encoder.cooker(cook.cloned()));
         }
         builder
     }
 
-    /// The pipelines of every local worker of this rank, up to the encode stage.
-    pub(crate) fn sample_pipelines(&self) -> energon_cook::Result<Vec<BoxStage<Item>>> {
-        match &self.input {
+    /// The loader builder of these settings over the dataset or metadataset; items are samples
+    /// (or what the Python hooks make of them).
+    fn builder(&self) -> Builder {
+        let encoder = PyEncoder::new(Arc::clone(&self.hooks));
+        let builder = match &self.input {
             Input::Single { reader, cook } => {
-                self.builder(reader, cook.as_ref()).build_sample_pipelines()
+                Builder::Single(self.single_builder(reader, cook.as_ref(), &encoder))
             }
-            Input::Mix(mix) => mix.sample_pipelines(self.shuffle_buffer_size, &self.hooks),
+            Input::Mix(mix) => {
+                let leaves = mix.leaf_loads(&encoder);
+                Builder::Mix(
+                    MixLoaderBuilder::with_leaves(mix.plan().clone(), leaves).task_encoder(encoder),
+                )
+            }
+        };
+        both!(builder, |b| b
+            .shuffle_buffer_size(self.shuffle_buffer_size)
+            .batch_size(self.batch_size)
+            .drop_last(self.drop_last)
+            .virtual_epoch_length(self.virtual_epoch_length)
+            .limit(self.limit))
+    }
+
+    /// Starts the rank's loader (with its worker threads), continuing from `restore` if given;
+    /// with `worker = w`, only local worker `w`'s pipeline, in the caller's thread (for torch
+    /// `DataLoader` worker processes).
+    pub(crate) fn start(
+        &self,
+        prefetch_factor: usize,
+        worker: Option<usize>,
+        restore: Option<LoaderState>,
+    ) -> energon_cook::Result<RustLoader> {
+        let mut builder = both!(self.builder(), |b| b.prefetch_factor(prefetch_factor));
+        if let Some(state) = restore {
+            builder = both!(builder, |b| b.restore_state(state));
+        }
+        let batches = self.batch_size.is_some();
+        let Some(worker) = worker else {
+            return Ok(match (builder, batches) {
+                (Builder::Single(b), false) => RustLoader::Samples(b.build_samples()?),
+                (Builder::Single(b), true) => RustLoader::Batches(b.build_batches()?),
+                (Builder::Mix(b), false) => RustLoader::Samples(b.build_samples()?),
+                (Builder::Mix(b), true) => RustLoader::Batches(b.build_batches()?),
+            });
+        };
+        let n_workers = self.worker_config.n_local_workers();
+        if worker >= n_workers {
+            return Err(energon_cook::Error::InvalidSetting {
+                setting: "worker",
+                value: worker.to_string(),
+                reason: "must be below the dataset's number of workers (max(1, num_workers))",
+            });
+        }
+        let stats = FailureStats::default();
+        let config = LoaderConfig { num_workers: 0, prefetch_factor };
+        Ok(if batches {
+            let mut pipelines = match &builder {
+                Builder::Single(b) => b.batch_worker_pipelines(&stats)?,
+                Builder::Mix(b) => b.batch_worker_pipelines(&stats)?,
+            };
+            RustLoader::Batches(Loader::new(vec![pipelines.swap_remove(worker)], config)?)
+        } else {
+            let mut pipelines = match &builder {
+                Builder::Single(b) => b.sample_worker_pipelines(&stats)?,
+                Builder::Mix(b) => b.sample_worker_pipelines(&stats)?,
+            };
+            RustLoader::Samples(Loader::new(vec![pipelines.swap_remove(worker)], config)?)
+        })
+    }
+
+    /// Checks the settings by assembling every worker's pipeline once.
+    fn check(&self) -> energon_cook::Result<()> {
+        let stats = FailureStats::default();
+        match (self.builder(), self.batch_size.is_some()) {
+            (Builder::Single(b), false) => b.sample_worker_pipelines(&stats).map(drop),
+            (Builder::Single(b), true) => b.batch_worker_pipelines(&stats).map(drop),
+            (Builder::Mix(b), false) => b.sample_worker_pipelines(&stats).map(drop),
+            (Builder::Mix(b), true) => b.batch_worker_pipelines(&stats).map(drop),
         }
     }
 
@@ -343,18 +434,8 @@ impl DatasetSpec {
         &self.hooks
     }
 
-    /// The batch size, if batching.
-    pub(crate) fn batch_size(&self) -> Option<usize> {
-        self.batch_size
-    }
-
-    /// Whether the last short batch of a pass is dropped.
-    pub(crate) fn drop_last(&self) -> bool {
-        self.drop_last
-    }
-
-    /// The loader workers of this rank (0: in one thread).
-    pub(crate) fn n_workers(&self) -> usize {
-        self.worker_config.num_workers()
+    /// The rank of the worker configuration.
+    pub(crate) fn rank(&self) -> usize {
+        self.worker_config.rank()
     }
 }

@@ -203,7 +203,15 @@ fn cook_kind(err: &energon_cook::Error) -> Kind {
     use energon_cook::Error as E;
     match err {
         E::Reader(e) => reader_kind(e),
+        E::Mix(e) => mix_kind(e),
         E::Dist(_) | E::InvalidSetting { .. } | E::EmptyWorker { .. } => Kind::Config,
+        E::ConfigMismatch { .. }
+        | E::BadState { .. }
+        | E::RestoreItem { .. }
+        | E::NotSavable { .. }
+        | E::CheckpointIo { .. }
+        | E::CorruptCheckpoint { .. } => Kind::Checkpoint,
+        E::IncompatibleCheckpoint { .. } => Kind::Incompatible,
         E::NothingToRepeat { .. } | E::WorkerPanicked { .. } | E::Spawn { .. } => Kind::Loader,
         _ => Kind::Other,
     }

@@ -50,6 +50,8 @@ pub(crate) struct Hooks {
     encode_batch: Option<Py<PyAny>>,
     skip: Option<Py<PyAny>>,
     torch: bool,
+    /// What describes the task encoder in a checkpoint's configuration (`key`, `value`).
+    config: Vec<(String, String)>,
     /// The first exception a hook raised on a worker thread, re-raised by the loader.
     failure: Mutex<Option<PyErr>>,
 }
@@ -60,7 +62,8 @@ impl Hooks {
     /// hooks turned into Python objects when `batch` is not overridden), `make_cook` (picks a
     /// crude dataset's cooker: see [`Hooks::make_cook`]), `make_joiner` (see
     /// [`Hooks::make_joiner`]), `on_error` (see [`Hooks::report_sample_error`]), `skip` (the
-    /// skip marker) and `torch`.
+    /// skip marker), `torch` and `config` (a list of `(key, value)` strings describing the
+    /// task encoder in a checkpoint).
     pub(crate) fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
         let get = |name: &str| -> PyResult<Option<Py<PyAny>>> {
             let value = obj.getattr(name)?;
@@ -76,6 +79,7 @@ impl Hooks {
             encode_batch: get("encode_batch")?,
             skip: get("skip")?,
             torch: obj.getattr("torch")?.extract()?,
+            config: obj.getattr("config")?.extract()?,
             failure: Mutex::new(None),
         })
     }
@@ -83,6 +87,11 @@ impl Hooks {
     /// Whether tensors are handed to Python as torch tensors.
     pub(crate) fn torch(&self) -> bool {
         self.torch
+    }
+
+    /// The entries that describe the task encoder in a checkpoint's configuration.
+    pub(crate) fn config(&self) -> Vec<(String, String)> {
+        self.config.clone()
     }
 
     /// Whether `encode_sample` is overridden.

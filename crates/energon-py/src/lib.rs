@@ -10,6 +10,7 @@
 mod buffer;
 mod convert;
 mod dataset;
+mod encoder;
 mod errors;
 mod file_store;
 mod hooks;

@@ -1,11 +1,14 @@
-//! The native loader `_Loader`: the Rust loader (worker threads, round robin) behind a Python
-//! iterator that waits with the GIL released and answers Ctrl-C.
+//! The native loader `_Loader`: energon-cook's loader (worker threads, round robin) behind a
+//! Python iterator that waits with the GIL released and answers Ctrl-C.
 //!
-//! A pump thread owns the Rust loader. It pulls items in the loader's order, collates batches
-//! (off the GIL) or runs the Python batch hooks, and hands the results over a channel of one
-//! slot. `__next__` waits on that channel with the GIL released, waking every 100 ms to let
-//! Python deliver signals, and converts the item into Python objects (the numpy arrays take the
-//! Rust buffers over, without a copy).
+//! A pump thread owns the Rust loader. It pulls items in the loader's order, runs the Python
+//! batch hooks on batches that need them (batches of Rust samples are collated on the worker
+//! threads), and hands the results over a channel of one slot, each with the loader's state
+//! after it when the loader is savable: the pump reads ahead, so the state that `save_state`
+//! returns is the one that came with the last item Python took. `__next__` waits on that
+//! channel with the GIL released, waking every 100 ms to let Python deliver signals, and
+//! converts the item into Python objects (the numpy arrays take the Rust buffers over, without
+//! a copy).
 //!
 //! Fork safety: a loader records the process that made it. In a forked child (a torch
 //! `DataLoader` worker) its threads do not exist, so it refuses to iterate and, when dropped,
@@ -13,19 +16,28 @@
 //! loaders; forking in the middle of an iteration is not supported.
 
 use std::{
+    path::Path,
     sync::Arc,
     thread::{self, JoinHandle},
     time::Duration,
 };
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use energon_cook::{Batch, Batcher, Keyed, Loaded, Loader, LoaderConfig, Map, Stage};
+use energon_cook::{
+    Keyed, Loader, LoaderState,
+    checkpoint::{Checkpoint, Encoding},
+};
 use energon_reader::Sample;
-use pyo3::{exceptions::PyAttributeError, prelude::*, types::PyDict};
+use pyo3::{
+    exceptions::PyAttributeError,
+    prelude::*,
+    types::{PyBytes, PyDict},
+};
 
 use crate::{
     convert::Converter,
     dataset::DatasetSpec,
+    encoder::WorkerBatch,
     errors::{LoaderError, to_py_err},
     hooks::{Hooks, Item},
     sample::{Collated, sample_to_py},
@@ -33,6 +45,12 @@ use crate::{
 
 /// How often a waiting `__next__` lets Python handle signals (Ctrl-C).
 const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The Rust loader of a dataset: samples, or batches.
+pub(crate) enum RustLoader {
+    Samples(Loader<Keyed<Item>>),
+    Batches(Loader<Keyed<WorkerBatch>>),
+}
 
 /// An item as the Rust loader yields it.
 #[expect(
@@ -44,36 +62,23 @@ enum Raw {
     Batch(Keyed<WorkerBatch>),
 }
 
-/// A batch as a worker thread leaves it: collated in Rust (in parallel across workers), or its
-/// items for the Python batch hooks.
-enum WorkerBatch {
-    Collated(Collated),
-    Items(Batch<Item>),
-    Failed(String),
-}
-
-impl WorkerBatch {
-    fn new(batch: Batch<Item>, hooks: &Hooks) -> Self {
-        let all_rust = batch.samples.iter().all(|s| matches!(s.value, Item::Rust(_)));
-        if !all_rust || hooks.has_batch_hooks() {
-            return WorkerBatch::Items(batch);
+impl RustLoader {
+    /// The next item; `None` at the end of a pass (the call after it starts the next pass).
+    fn next(&mut self) -> Option<energon_cook::Result<Raw>> {
+        match self {
+            RustLoader::Samples(l) => l.next().map(|r| r.map(|loaded| Raw::Sample(loaded.value))),
+            RustLoader::Batches(l) => l.next().map(|r| r.map(|loaded| Raw::Batch(loaded.value))),
         }
-        let samples = batch
-            .samples
-            .into_iter()
-            .filter_map(|k| match k.value {
-                Item::Rust(s) => Some(Keyed { restore_key: k.restore_key, value: s }),
-                Item::Py(_) => None,
-            })
-            .collect();
-        match Collated::new(Batch { samples }) {
-            Ok(collated) => WorkerBatch::Collated(collated),
-            Err(message) => WorkerBatch::Failed(message),
+    }
+
+    /// The state between the items handed out and the next one.
+    fn save_state(&self) -> energon_cook::Result<LoaderState> {
+        match self {
+            RustLoader::Samples(l) => l.save_state(),
+            RustLoader::Batches(l) => l.save_state(),
         }
     }
 }
-
-type RawIter = Box<dyn Iterator<Item = energon_cook::Result<Raw>> + Send>;
 
 /// An item ready for conversion, or why the iteration ended.
 #[expect(
@@ -86,45 +91,74 @@ enum Prepared {
     Py(Py<PyAny>),
     /// A sample a Python hook made, and the loader's restore key for it.
     PySample(Keyed<Py<PyAny>>),
+    /// The end of a pass.
+    End,
     Failed(energon_cook::Error),
     FailedPy(PyErr),
     FailedBatch(String),
 }
 
+/// What the pump sends: a prepared item and, for a savable loader, the loader's state after it.
+type Message = (Prepared, Option<LoaderState>);
+
 /// Iterates a dataset's loader (all workers of this rank, or one worker's pipeline).
 #[pyclass(name = "_Loader", module = "energon_rs._native", weakref)]
 pub(crate) struct PyLoader {
-    receiver: Option<Receiver<Prepared>>,
+    receiver: Option<Receiver<Message>>,
+    /// Tells the pump, after the end of a pass, to start the next one.
+    next_pass: Option<Sender<()>>,
+    /// Whether the last message was the end of a pass.
+    ended: bool,
     pump: Option<JoinHandle<()>>,
     hooks: Arc<Hooks>,
     pid: u32,
+    rank: usize,
+    /// The loader's state after the last item handed to Python (savable loaders only).
+    state: Option<LoaderState>,
 }
 
 #[pymethods]
 impl PyLoader {
     /// Starts the loader of `spec`: with `worker` unset, the rank's loader with its worker
     /// threads; with `worker = w`, only local worker `w`'s pipeline, in this process (for torch
-    /// `DataLoader` worker processes). The first `skip` items are dropped unconverted.
+    /// `DataLoader` worker processes). A `savable` loader keeps its state after every item
+    /// (`save_state`); `restore` is a state it saved (`save_state`'s bytes), to continue from.
     #[new]
-    #[pyo3(signature = (spec, *, prefetch_factor = 2, worker = None, skip = 0))]
+    #[pyo3(signature = (spec, *, prefetch_factor = 2, worker = None, savable = false, restore = None))]
     fn new(
         py: Python<'_>,
         spec: &Bound<'_, DatasetSpec>,
         prefetch_factor: usize,
         worker: Option<usize>,
-        skip: u64,
+        savable: bool,
+        restore: Option<&[u8]>,
     ) -> PyResult<Self> {
         let spec = spec.get();
         let hooks = Arc::clone(spec.hooks());
-        let source =
-            py.detach(|| build(spec, prefetch_factor, worker)).map_err(|e| to_py_err(&e))?;
+        let rank = spec.rank();
+        let restore = restore.map(|bytes| rank_state(bytes, rank)).transpose()?;
+        let source = py
+            .detach(|| spec.start(prefetch_factor, worker, restore))
+            .map_err(|e| to_py_err(&e))?;
+        let state =
+            if savable { Some(source.save_state().map_err(|e| to_py_err(&e))?) } else { None };
         let (sender, receiver) = crossbeam_channel::bounded(1);
+        let (next_pass, next_pass_receiver) = crossbeam_channel::bounded(1);
         let pump_hooks = Arc::clone(&hooks);
         let pump = thread::Builder::new()
             .name("energon-pump".to_owned())
-            .spawn(move || pump(source, skip, &pump_hooks, &sender))
+            .spawn(move || pump(source, savable, &pump_hooks, &sender, &next_pass_receiver))
             .map_err(|e| to_py_err(&e))?;
-        Ok(PyLoader { receiver: Some(receiver), pump: Some(pump), hooks, pid: std::process::id() })
+        Ok(PyLoader {
+            receiver: Some(receiver),
+            next_pass: Some(next_pass),
+            ended: false,
+            pump: Some(pump),
+            hooks,
+            pid: std::process::id(),
+            rank,
+            state,
+        })
     }
 
     fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
@@ -132,7 +166,8 @@ impl PyLoader {
     }
 
     /// The next item; blocks with the GIL released; `KeyboardInterrupt` (or any signal handler's
-    /// exception) interrupts the wait.
+    /// exception) interrupts the wait. The end of a pass ends the iteration; iterating again
+    /// continues with the next pass.
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         if std::process::id() != self.pid {
             return Err(LoaderError::new_err(
@@ -141,13 +176,22 @@ impl PyLoader {
             ));
         }
         let Some(receiver) = &self.receiver else { return Ok(None) };
-        let prepared = loop {
+        if std::mem::take(&mut self.ended) {
+            // The pump waits for this before it starts the next pass; it is gone if it failed.
+            if let Some(next_pass) = &self.next_pass {
+                let _ = next_pass.send(());
+            }
+        }
+        let (prepared, state) = loop {
             match py.detach(|| receiver.recv_timeout(SIGNAL_CHECK_INTERVAL)) {
-                Ok(prepared) => break prepared,
+                Ok(message) => break message,
                 Err(RecvTimeoutError::Timeout) => py.check_signals()?,
                 Err(RecvTimeoutError::Disconnected) => return Ok(None),
             }
         };
+        if state.is_some() {
+            self.state = state;
+        }
         let conv = Converter::new(py, self.hooks.torch())?;
         let res = match prepared {
             Prepared::Sample(Keyed { restore_key, value }) => {
@@ -160,6 +204,10 @@ impl PyLoader {
                 set_restore_key(&obj, conv.restore_key(&restore_key)?.into_any())?;
                 obj
             }
+            Prepared::End => {
+                self.ended = true;
+                return Ok(None);
+            }
             Prepared::Failed(err) => {
                 return Err(self.hooks.take_failure().unwrap_or_else(|| to_py_err(&err)));
             }
@@ -169,10 +217,31 @@ impl PyLoader {
         Ok(Some(res.unbind()))
     }
 
+    /// The loader's state between the items handed out so far and the next one, as the bytes of
+    /// a one-rank checkpoint (the format `energon checkpoint` reads); restoring it re-reads only
+    /// the items buffered in the pipeline, never those before.
+    fn save_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let Some(state) = &self.state else {
+            return Err(LoaderError::new_err("this loader was not started as a savable loader"));
+        };
+        let bytes = Checkpoint::of_rank(state.clone())
+            .to_bytes(Encoding::Binary)
+            .map_err(|e| to_py_err(&e))?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// The rank whose state this loader saves.
+    #[getter]
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
     /// Stops the worker threads (also done when the loader is garbage collected).
     fn close(&mut self, py: Python<'_>) {
         let pump = self.pump.take();
+        // Without the channels the pump's next send, or its wait for the next pass, fails.
         self.receiver = None;
+        self.next_pass = None;
         if let Some(pump) = pump {
             // Threads that wait for the GIL while the interpreter shuts down never get it, so
             // joining them then would hang the exit; the process is ending anyway.
@@ -194,80 +263,73 @@ impl PyLoader {
 impl Drop for PyLoader {
     fn drop(&mut self) {
         if self.pump.is_some() {
-            Python::attach(|py| self.close(py));
+            Python::attach(|py| {
+                // A loader is often dropped while its own exception propagates (the `for` loop
+                // that iterated it lets go of it): closing calls into Python, which must not
+                // see, or clear, that pending exception.
+                let pending = PyErr::take(py);
+                self.close(py);
+                if let Some(err) = pending {
+                    err.restore(py);
+                }
+            });
         }
     }
 }
 
-/// Builds the Rust loader (or one worker's pipeline) of `spec` as an iterator of raw items: the
-/// builder's per-worker pipelines, then (with a batch size) batches collated on the worker
-/// threads, as `LoaderBuilder::build_batches` does with an identity `encode_batch`.
-fn build(
-    spec: &DatasetSpec,
-    prefetch_factor: usize,
-    worker: Option<usize>,
-) -> energon_cook::Result<RawIter> {
-    let mut pipelines = spec.sample_pipelines()?;
-    let num_workers = match worker {
-        None => spec.n_workers(),
-        Some(worker) => {
-            if worker >= pipelines.len() {
-                return Err(energon_cook::Error::InvalidSetting {
-                    setting: "worker",
-                    value: worker.to_string(),
-                    reason: "must be below the dataset's number of workers (max(1, num_workers))",
-                });
+/// The state of `rank` in a checkpoint's bytes.
+fn rank_state(bytes: &[u8], rank: usize) -> PyResult<LoaderState> {
+    let checkpoint =
+        Checkpoint::from_bytes(bytes, Path::new("<loader state>")).map_err(|e| to_py_err(&e))?;
+    let state = checkpoint.rank(rank).cloned().ok_or_else(|| {
+        to_py_err(&energon_cook::Error::BadState {
+            reason: format!("the state holds no state of rank {rank}"),
+        })
+    })?;
+    Ok(state)
+}
+
+/// The pump thread: pulls, prepares and sends items until the loader fails, or nobody listens
+/// any more; the end of a pass is sent as such, and the next pass starts when Python iterates
+/// again (`next_pass`), so that nothing of it is read before (the error handler would see it).
+fn pump(
+    mut source: RustLoader,
+    savable: bool,
+    hooks: &Hooks,
+    sender: &Sender<Message>,
+    next_pass: &Receiver<()>,
+) {
+    loop {
+        let prepared = match source.next() {
+            None => {
+                let state = if savable { source.save_state().ok() } else { None };
+                if sender.send((Prepared::End, state)).is_err() || next_pass.recv().is_err() {
+                    return;
+                }
+                continue;
             }
-            pipelines = vec![pipelines.swap_remove(worker)];
-            0
-        }
-    };
-    let config = LoaderConfig { num_workers, prefetch_factor };
-    let Some(batch_size) = spec.batch_size() else {
-        let stages = pipelines.into_iter().map(|s| Box::new(s) as Box<dyn Stage<Item = _>>);
-        return Ok(Box::new(Loader::new(stages.collect(), config)?.map(|r| r.map(sample_of))));
-    };
-    let mut stages: Vec<Box<dyn Stage<Item = Keyed<WorkerBatch>>>> = Vec::new();
-    for stage in pipelines {
-        let batches = Batcher::new(stage, batch_size, spec.drop_last())?;
-        let hooks = Arc::clone(spec.hooks());
-        // COMPAT(energon 7.4.1): the default task encoder's `encode_batch` map stage (it shows in
-        // the restore keys); collating here keeps the copying on the worker threads.
-        stages.push(Box::new(Map::new(batches, move |b| Ok(Some(WorkerBatch::new(b, &hooks))))));
-    }
-    Ok(Box::new(Loader::new(stages, config)?.map(|r| r.map(batch_of))))
-}
-
-fn sample_of(loaded: Loaded<Keyed<Item>>) -> Raw {
-    Raw::Sample(loaded.value)
-}
-
-fn batch_of(loaded: Loaded<Keyed<WorkerBatch>>) -> Raw {
-    Raw::Batch(loaded.value)
-}
-
-/// The pump thread: pulls, prepares and sends items until the loader ends, fails, or nobody
-/// listens any more.
-fn pump(source: RawIter, skip: u64, hooks: &Hooks, sender: &Sender<Prepared>) {
-    let mut source = source;
-    for _ in 0..skip {
-        match source.next() {
-            Some(Ok(_)) => {}
-            Some(Err(err)) => {
-                let _ = sender.send(Prepared::Failed(err));
-                return;
-            }
-            None => return,
-        }
-    }
-    for item in source {
-        let Some(prepared) = prepare(item, hooks) else { continue };
+            Some(item) => match prepare(item, hooks) {
+                Some(prepared) => prepared,
+                None => continue,
+            },
+        };
         let last = matches!(
             prepared,
             Prepared::Failed(_) | Prepared::FailedPy(_) | Prepared::FailedBatch(_)
         );
+        let state = if savable && !last {
+            match source.save_state() {
+                Ok(state) => Some(state),
+                Err(err) => {
+                    let _ = sender.send((Prepared::Failed(err), None));
+                    return;
+                }
+            }
+        } else {
+            None
+        };
         // A send fails only when the Python loader is gone.
-        if sender.send(prepared).is_err() || last {
+        if sender.send((prepared, state)).is_err() || last {
             return;
         }
     }

@@ -6,14 +6,12 @@
 //! task encoder picks for the leaf's subflavors and auxiliary sources. Joins build every joined
 //! dataset's sample and combine them with the metadataset's joiner, in Python.
 //!
-//! The per-worker stages are assembled here as energon-cook's `MixLoaderBuilder` assembles them
-//! (leaf source, load, cook; energon-mix's combining stages; shuffle buffer; encode): that
-//! builder takes one loading function for all leaves, and each leaf needs its own (its
-//! `dataset.yaml` and its subflavors decide what its samples are).
+//! The pipeline itself is energon-cook's (`MixLoaderBuilder::with_leaves`): this module only
+//! gives it each leaf's way to items ([`MixSource::leaf_loads`]).
 
 use std::sync::Arc;
 
-use energon_cook::{BoxStage, ErrorPolicy, LeafSource, Map, MixLeaf, ShuffleBuffer};
+use energon_cook::MixLeafLoad;
 use energon_mix::{
     LeafData, LeafKind, LeafSample, MixPlan, PlannedLeaf, grammar::Joiner, join::JoinedSample,
 };
@@ -23,6 +21,7 @@ use serde_json::{Map as JsonMap, Value};
 
 use crate::{
     convert::Converter,
+    encoder::PyEncoder,
     errors::to_py_err,
     file_store::PyFileStore,
     hooks::{Hooks, Item},
@@ -45,7 +44,7 @@ struct LeafLoad {
     /// Whether the leaf yields crude samples (cooked in a map stage of their own).
     crude: bool,
     /// The cooker chosen for the leaf (crude leaves with cookers only).
-    cook: Option<Py<PyAny>>,
+    cook: Option<Arc<Py<PyAny>>>,
     hooks: Arc<Hooks>,
 }
 
@@ -86,7 +85,7 @@ impl MixSource {
                         .collect::<PyResult<Vec<_>>>()?;
                     let jsonl = matches!(planned.leaf.kind, LeafKind::Jsonl);
                     let primary = (planned.leaf.path.clone(), jsonl);
-                    hooks.make_cook(py, subflavors, aux, primary)?
+                    hooks.make_cook(py, subflavors, aux, primary)?.map(Arc::new)
                 }
                 _ => None,
             };
@@ -111,47 +110,18 @@ impl MixSource {
         types.all(|t| t == Some(first)).then_some(first)
     }
 
-    /// The pipelines of every local worker up to the encode stage (the leaves, combined as the
-    /// plan says, the shuffle buffer when training, then `encode_sample` if the task encoder
-    /// overrides it, else the identity map stage the reference always has).
-    pub(crate) fn sample_pipelines(
-        &self,
-        shuffle_buffer_size: usize,
-        hooks: &Arc<Hooks>,
-    ) -> energon_cook::Result<Vec<BoxStage<Item>>> {
-        let cfg = self.plan.worker_config;
-        let mut res = Vec::with_capacity(cfg.n_local_workers());
-        for worker in 0..cfg.n_local_workers() {
-            let mix = self.plan.build_worker(worker, |i, planned, iter| {
-                let data = planned.data.clone();
-                let source = LeafSource::new(iter, move |index| Ok(data.read(index)?));
-                let leaf = Arc::clone(&self.leaves[i]);
-                let mut failures = 0;
-                let mut stage: BoxStage<Item> =
-                    Box::new(Map::new(source, move |s| leaf.load(s, &mut failures)));
-                if self.leaves[i].crude {
-                    // COMPAT(energon 7.4.1): crude leaves are cooked in a map stage of their own
-                    // (it shows in the restore keys).
-                    let leaf = Arc::clone(&self.leaves[i]);
-                    stage = Box::new(Map::new(stage, move |item| leaf.cook(item)));
-                }
-                Ok(MixLeaf::new(stage))
-            })?;
-            let mut stage: BoxStage<Item> = Box::new(mix);
-            if self.plan.options.training && shuffle_buffer_size > 1 {
-                let rng = cfg.worker_rng(worker)?;
-                stage = Box::new(ShuffleBuffer::new(stage, shuffle_buffer_size, rng));
-            }
-            // COMPAT(energon 7.4.1): DefaultTaskEncoder overrides encode_sample (a map stage).
-            stage = if hooks.has_encode_sample() {
-                let hooks = Arc::clone(hooks);
-                Box::new(Map::new(stage, move |item| hooks.encode_sample(item)))
-            } else {
-                Box::new(Map::new(stage, |item| Ok(Some(item))))
-            };
-            res.push(stage);
-        }
-        Ok(res)
+    /// How each leaf turns what it reads into items, in the plan's order, for energon-cook's
+    /// metadataset builder: the leaf's own sample builder (its `dataset.yaml`, the decoder, its
+    /// subflavors) or join, and for crude leaves the cooker the task encoder chose.
+    pub(crate) fn leaf_loads(&self, encoder: &PyEncoder) -> Vec<MixLeafLoad<Item>> {
+        self.leaves
+            .iter()
+            .map(|leaf| {
+                let load = Arc::clone(leaf);
+                let res = MixLeafLoad::new(move |sample| load.load(sample));
+                if leaf.crude { res.cooker(encoder.cooker(leaf.cook.clone())) } else { res }
+            })
+            .collect()
     }
 }
 
@@ -223,15 +193,10 @@ fn dataset_subflavors(reader: &SampleReader) -> JsonMap<String, Value> {
 }
 
 impl LeafLoad {
-    /// Builds the item of a sample read from this leaf; `None` when the joiner skipped it, or
-    /// when it could not be built: as the reference's `load_sample` stage does, the error goes to
-    /// the error handler and the sample is dropped, until `failure_tolerance` samples in a row
-    /// failed (`consecutive` counts them, for this leaf on one worker).
-    fn load(
-        &self,
-        sample: LeafSample,
-        consecutive: &mut u64,
-    ) -> energon_cook::Result<Option<Item>> {
+    /// Builds the item of a sample read from this leaf; `None` when the joiner skipped it. A
+    /// sample that cannot be built goes to the error handler first, then energon-cook's error
+    /// policy drops it (the reference's `load_sample` stage), or stops after too many in a row.
+    fn load(&self, sample: LeafSample) -> energon_cook::Result<Option<Item>> {
         let res = match (&self.build, &sample) {
             (LeafBuild::Sample { reader, subflavors }, LeafSample::Raw(raw)) => reader
                 .build(raw)
@@ -247,32 +212,16 @@ impl LeafLoad {
             }
             .into()),
         };
-        match res {
-            Ok(Some(item)) => {
-                *consecutive = 0;
-                Ok(Some(item))
-            }
-            Ok(None) => Ok(None),
-            Err(err) if err.is_sample_error() => {
-                let source = match &sample {
-                    LeafSample::Raw(raw) => raw.source_info(),
-                    LeafSample::Joined(joined) => joined.primary().source_info(),
-                };
-                self.hooks.report_sample_error(&err, source)?;
-                *consecutive += 1;
-                let tolerance = ErrorPolicy::default().failure_tolerance;
-                if tolerance > 0 && *consecutive >= tolerance {
-                    return Err(energon_cook::Error::TooManyFailures {
-                        hook: "load_sample",
-                        count: *consecutive,
-                        tolerance,
-                        last: Box::new(err),
-                    });
-                }
-                Ok(None)
-            }
-            Err(err) => Err(err),
+        if let Err(err) = &res
+            && err.is_sample_error()
+        {
+            let source = match &sample {
+                LeafSample::Raw(raw) => raw.source_info(),
+                LeafSample::Joined(joined) => joined.primary().source_info(),
+            };
+            self.hooks.report_sample_error(err, source)?;
         }
+        res
     }
 
     /// The joiner applied to the samples of every joined dataset (`None` where a dataset has
@@ -305,11 +254,6 @@ impl LeafLoad {
             Ok(self.hooks.unless_skip(&out).then(|| Item::Py(out.unbind())))
         })
         .map_err(|err| self.hooks.fail(err))
-    }
-
-    /// The leaf's cooker applied to a crude sample.
-    fn cook(&self, item: Item) -> energon_cook::Result<Option<Item>> {
-        self.hooks.call_sample_hook(self.cook.as_ref(), item)
     }
 }
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import energon_rs
-from conftest import EXPECTED, REF_SMALL
+from conftest import EXPECTED, REF_SMALL, energon_cli, torch_or_skip
 
 RECORDED = sorted(p.name for p in EXPECTED.glob("keys-*.txt"))
 
@@ -88,13 +88,18 @@ def test_save_and_restore_continue_exactly(nw):
     before = take_keys(it, 20)
     state = loader.save_state_rank()
     continued = take_keys(it, 40)
-    assert state["format"] == "energon-rs-loader-state" and state["n_items"] == 5
+    assert state["format"] == "energon-rs-loader-state" and state["version"] == 2
+    assert isinstance(state["checkpoint"], bytes)
 
     _, restored = train_loader(name)
     restored.restore_state_rank(state)
-    assert take_keys(restored, 40) == continued
-    # And the state of a restored loader accumulates.
-    assert restored.save_state_rank()["n_items"] == 15
+    it = iter(restored)
+    assert take_keys(it, 20) == continued[:20]
+    # A state of a restored loader restores too.
+    again = restored.save_state_rank()
+    _, twice = train_loader(name)
+    twice.restore_state_rank(again)
+    assert take_keys(twice, 20) == continued[20:]
     assert before + continued == take_keys(train_loader(name)[1], 60)
 
 
@@ -120,19 +125,62 @@ def test_restore_checks_the_state():
     with pytest.raises(energon_rs.IncompatibleFormatError):
         loader.restore_state_rank({"format": "energon-rs-loader-state", "version": 99})
     _, other = train_loader("keys-ws1-r0-nw2-bs1-sb0-s0.txt")
-    with pytest.raises(energon_rs.CheckpointError, match="batch_size"):
+    with pytest.raises(energon_rs.CheckpointError, match="shuffle_buffer_size is 0"):
         loader.restore_state_rank(other.save_state_rank())
+    # A state of another dataset (same settings).
+    _, jsonl = train_loader("keys-jsonl-ws1-r0-nw2-bs1-sb0-s0.txt")
+    _, fixture = train_loader("keys-ws1-r0-nw2-bs1-sb0-s0.txt")
+    with pytest.raises(energon_rs.CheckpointError, match="dataset.shards is 1 shards, 200 samples"):
+        fixture.restore_state_rank(jsonl.save_state_rank())
+    # Damaged bytes.
+    state = loader.save_state_rank()
+    state["checkpoint"] = state["checkpoint"][:-3]
+    with pytest.raises(energon_rs.CheckpointError, match="loader state"):
+        train_loader("keys-ws1-r0-nw2-bs4-sb16-s0.txt")[1].restore_state_rank(state)
     take_keys(loader, 1)
     with pytest.raises(energon_rs.CheckpointError, match="before iterating"):
         loader.restore_state_rank(loader.save_state_rank())
     assert loader.save_state_global(0) == [loader.save_state_rank()]
 
 
+def test_a_state_is_an_energon_checkpoint(tmp_path):
+    """The state's bytes are the checkpoint file `energon checkpoint info` reads: after 3 batches
+    of 4 with 2 workers and a shuffle buffer of 16, the same positions as `energon trace` saves."""
+    _, loader = train_loader("keys-ws1-r0-nw2-bs4-sb16-s0.txt")
+    take_keys(loader, 12)
+    path = tmp_path / "state.ckpt"
+    path.write_bytes(loader.save_state_rank()["checkpoint"])
+    out = energon_cli("checkpoint", "info", "--config", path)
+    assert "  rank 0 of 1: 2 workers, next worker 1, micro batch size 4\n" in out, out
+    assert "    worker 0 (global 0): 2 items handed out, 15 samples buffered\n" in out, out
+    assert "    worker 1 (global 1): 1 items handed out, 15 samples buffered\n" in out, out
+    assert "    dataset.shards = 4 shards, 200 samples, fingerprint " in out, out
+    assert "    encoder.class = energon_rs.task_encoder.DefaultTaskEncoder\n" in out, out
+
+
+def test_a_state_survives_torch_save_and_a_weights_only_load(tmp_path):
+    torch = torch_or_skip()
+    _, loader = train_loader("keys-ws1-r0-nw2-bs4-sb16-s0.txt")
+    it = iter(loader)
+    take_keys(it, 8)
+    torch.save(loader.save_state_global(0), tmp_path / "data.pt")
+    want = take_keys(it, 16)
+    states = torch.load(tmp_path / "data.pt", weights_only=True)
+    _, restored = train_loader("keys-ws1-r0-nw2-bs4-sb16-s0.txt")
+    restored.restore_state_global(states)
+    assert take_keys(restored, 16) == want
+
+
 def test_val_dataset_is_one_ordered_pass(ref_small, wc2):
     ds = energon_rs.get_val_dataset(ref_small, split_part="train", worker_config=wc2, batch_size=7)
-    keys = take_keys(energon_rs.get_loader(ds), 10_000)
+    loader = energon_rs.get_loader(ds)
+    keys = take_keys(loader, 10_000)
     assert sorted(keys) == [f"{i:08d}" for i in range(200)]
-    assert len(ds) == 200
+    # Items of a pass: the batches of each worker, the last one shorter.
+    assert ds.worker_sample_counts() == [100, 100]
+    assert len(ds) == len(loader) == 2 * 15
+    # Iterating again gives the next pass.
+    assert sorted(take_keys(loader, 10_000)) == sorted(keys)
 
 
 def test_waiting_releases_the_gil(ref_small):
@@ -209,3 +257,47 @@ print("ok")
 """
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert (res.returncode, res.stdout.strip()) == (0, "ok"), res.stderr
+
+
+def test_virtual_epochs_cut_the_stream_into_passes():
+    name = "keys-ws1-r0-nw2-bs4-sb16-s0.txt"
+    want = (EXPECTED / name).read_text().split()
+    ds, loader = train_loader(name)
+    s = settings(name)
+    ds = energon_rs.get_train_dataset(
+        s["path"],
+        worker_config=ds.worker_config,
+        batch_size=4,
+        shuffle_buffer_size=16,
+        max_samples_per_sequence=None,
+        virtual_epoch_length=3,
+    )
+    loader = energon_rs.get_savable_loader(ds)
+    assert len(loader) == 3
+    first = [keys_of(b) for b in loader]
+    state = loader.save_state_rank()
+    second = [keys_of(b) for b in loader]
+    assert (len(first), len(second)) == (3, 3)
+    # Each pass is 3 batches of the rank split over its 2 workers (2 and 1), and each pass starts
+    # the round robin at worker 0 again, as torch's DataLoader does for a new epoch.
+    batches = [want[i : i + 4] for i in range(0, 48, 4)]
+    w0, w1 = batches[0::2], batches[1::2]
+    assert first == [w0[0], w1[0], w0[1]]
+    assert second == [w0[2], w1[1], w0[3]]
+    restored = energon_rs.get_savable_loader(ds)
+    restored.restore_state_rank(state)
+    assert [keys_of(b) for b in restored] == second
+
+
+def test_val_limit_stops_each_pass(ref_small, wc2):
+    ds = energon_rs.get_val_dataset(
+        ref_small, split_part="train", worker_config=wc2, batch_size=7, limit=5
+    )
+    loader = energon_rs.get_loader(ds)
+    assert len(ds) == len(loader) == 5
+    first = [keys_of(b) for b in loader]
+    assert len(first) == 5
+    full = [keys_of(b) for b in energon_rs.get_loader(
+        energon_rs.get_val_dataset(ref_small, split_part="train", worker_config=wc2, batch_size=7)
+    )]
+    assert first == full[:5]

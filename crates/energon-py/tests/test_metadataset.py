@@ -174,7 +174,7 @@ def test_validation_concatenates_the_datasets_in_order():
     n_jsonl = len((REF_SMALL / "jsonl" / "data.jsonl").read_text().splitlines())
     # Batches never mix the datasets' sample types here: each length is a multiple of 4.
     assert keys == train + [str(i) for i in range(n_jsonl)] + train[50:150]
-    assert len(ds) == 200 + n_jsonl + 100
+    assert len(ds) == (200 + n_jsonl + 100) // 4
 
 
 def test_wrong_settings_are_reported_when_the_dataset_is_built(tmp_path):

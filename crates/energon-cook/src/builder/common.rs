@@ -6,14 +6,15 @@ use std::sync::Arc;
 use energon_dist::WorkerConfig;
 
 use crate::{
+    builder::BoxStage,
     checkpoint::{
         BATCH_SIZE_KEY, LoaderState, NUM_WORKERS_KEY, PipelineConfig, RANK_KEY, WORLD_SIZE_KEY,
     },
     context::{StageEnv, WorkerInfo},
     encoder::TaskEncoder,
-    error::Result,
+    error::{Error, Result},
     loader::{Loader, LoaderConfig, Meta, Start, StartOptions},
-    pipeline::Settings,
+    pipeline::{self, Settings},
     policy::{ErrorPolicy, FailureStats},
     stage::{Keyed, Stage},
 };
@@ -93,6 +94,38 @@ impl Common {
             config.insert(format!("encoder.{key}"), value);
         }
         config
+    }
+
+    /// Fails when the settings batch: a loader of samples has no batching stage.
+    pub(crate) fn check_samples<E: TaskEncoder>(&self, encoder: &E) -> Result<()> {
+        if self.settings.batches(encoder) {
+            return Err(Error::InvalidSetting {
+                setting: "batch_size",
+                value: format!("{:?}", self.settings.batch_size),
+                reason: "a loader of samples does not batch; use build_batches",
+            });
+        }
+        Ok(())
+    }
+
+    /// A worker's encoded pipeline completed for a loader of samples (steps 7 and 8).
+    pub(crate) fn sample_outer<T: Send + 'static>(
+        &self,
+        stage: BoxStage<T>,
+        env: &StageEnv,
+    ) -> Result<BoxStage<T>> {
+        pipeline::outer_stages(stage, &self.settings, env)
+    }
+
+    /// A worker's encoded pipeline completed for a loader of batches (steps 6 to 8).
+    pub(crate) fn batch_outer<E: TaskEncoder>(
+        &self,
+        encoder: &Arc<E>,
+        stage: BoxStage<E::Encoded>,
+        env: &StageEnv,
+    ) -> Result<BoxStage<E::Output>> {
+        let stage = pipeline::batch_stages(encoder, stage, &self.settings, env)?;
+        pipeline::outer_stages(stage, &self.settings, env)
     }
 
     /// Starts the loader over `pipelines`, where the saved state to restore (if any) says.

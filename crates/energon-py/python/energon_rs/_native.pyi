@@ -69,6 +69,8 @@ class _DatasetSpec:
         max_samples_per_sequence: Optional[int] = None,
         parallel_shard_iters: Optional[int] = None,
         shuffle_over_epochs: Optional[int] = ...,
+        virtual_epoch_length: int = 0,
+        limit: Optional[int] = None,
         image_decode: Optional[str] = ...,
         guess_content: bool = False,
         split_config: Optional[str] = None,
@@ -91,10 +93,14 @@ class _Loader:
         *,
         prefetch_factor: int = 2,
         worker: Optional[int] = None,
-        skip: int = 0,
+        savable: bool = False,
+        restore: Optional[bytes] = None,
     ) -> _Loader: ...
     def __iter__(self) -> Iterator[Any]: ...
     def __next__(self) -> Any: ...
+    def save_state(self) -> bytes: ...
+    @property
+    def rank(self) -> int: ...
     def close(self) -> None: ...
 
 @final

@@ -53,7 +53,7 @@ def _stop_all() -> None:
     for loader in list(_LIVE):
         loader.close()
 
-_STATE_VERSION = 1
+_STATE_VERSION = 2
 
 
 class Dataset:
@@ -82,7 +82,24 @@ class Dataset:
         return self._spec.worker_sample_counts()
 
     def __len__(self) -> int:
-        return sum(self.worker_sample_counts())
+        """The items of one pass of this rank: batches when batching, else samples."""
+        return self.items_per_pass()
+
+    def items_per_pass(self) -> int:
+        """The items one pass of this rank yields: per worker, its samples in batches of
+        `batch_size` (the last one shorter unless `batch_drop_last`), else its samples."""
+        if self._config.get("virtual_epoch_length"):
+            return self._config["virtual_epoch_length"]
+        counts = self.worker_sample_counts()
+        batch_size = self._config.get("batch_size")
+        if not batch_size:
+            items = sum(counts)
+        elif self._config.get("batch_drop_last"):
+            items = sum(n // batch_size for n in counts)
+        else:
+            items = sum(-(-n // batch_size) for n in counts)
+        limit = self._config.get("limit")
+        return items if limit is None else min(items, limit)
 
     def config(self) -> dict:
         """The settings the dataset was built with."""
@@ -107,6 +124,7 @@ def _dataset(
     shuffle_buffer_size: Optional[int],
     max_samples_per_sequence: Optional[int],
     virtual_epoch_length: int,
+    limit: Optional[int],
     shuffle_over_epochs_multiplier: Optional[int],
     task_encoder: TaskEncoder,
     torch: bool,
@@ -116,8 +134,6 @@ def _dataset(
         raise ValueError("worker_config is required")
     if packing_buffer_size is not None:
         raise NotImplementedError("packing (packing_buffer_size) is not supported by energon_rs yet")
-    if virtual_epoch_length:
-        raise NotImplementedError("virtual_epoch_length is not supported by energon_rs yet")
     decoder = task_encoder.decoder
     for name in ("auto_decode", "image_decode", "av_decode", "video_decode_audio", "handler"):
         if name in kwargs:
@@ -153,6 +169,8 @@ def _dataset(
         max_samples_per_sequence=max_samples_per_sequence,
         parallel_shard_iters=parallel_shard_iters,
         shuffle_over_epochs=shuffle_over_epochs,
+        virtual_epoch_length=virtual_epoch_length,
+        limit=limit,
         image_decode=None if decoder is None else decoder.image_decode,
         guess_content=False if decoder is None else decoder.guess_content,
         split_config=split_config,
@@ -169,6 +187,8 @@ def _dataset(
         "max_samples_per_sequence": max_samples_per_sequence,
         "parallel_shard_iters": parallel_shard_iters,
         "shuffle_over_epochs": shuffle_over_epochs,
+        "virtual_epoch_length": virtual_epoch_length,
+        "limit": limit,
         "rank": worker_config.rank,
         "world_size": worker_config.world_size,
         "num_workers": worker_config.num_workers,
@@ -214,6 +234,7 @@ def get_train_dataset(
         shuffle_buffer_size=shuffle_buffer_size,
         max_samples_per_sequence=max_samples_per_sequence,
         virtual_epoch_length=virtual_epoch_length,
+        limit=None,
         shuffle_over_epochs_multiplier=shuffle_over_epochs_multiplier,
         task_encoder=task_encoder if task_encoder is not None else DefaultTaskEncoder(),
         torch=torch,
@@ -236,8 +257,6 @@ def get_val_dataset(
 ) -> Dataset:
     """The validation pipeline: slices in order, one pass, no shuffling (a metadataset's
     datasets one after the other)."""
-    if limit is not None:
-        raise NotImplementedError("limit is not supported by energon_rs yet")
     return _dataset(
         path,
         split_part=split_part,
@@ -249,6 +268,7 @@ def get_val_dataset(
         shuffle_buffer_size=None,
         max_samples_per_sequence=kwargs.pop("max_samples_per_sequence", None),
         virtual_epoch_length=0,
+        limit=limit,
         shuffle_over_epochs_multiplier=None,
         task_encoder=task_encoder if task_encoder is not None else DefaultTaskEncoder(),
         torch=torch,
@@ -260,31 +280,34 @@ class BasicDataLoader:
     """Iterates a dataset with the Rust loader's worker threads.
 
     The loader starts at the first iteration; later `iter()` calls continue the same stream (as
-    the reference's persistent workers do)."""
+    the reference's persistent workers do): a training loader never ends, a validation loader
+    (or one with `virtual_epoch_length`) ends each pass, and iterating again gives the next."""
+
+    _savable = False
 
     def __init__(self, dataset: Dataset, prefetch_factor: int = 2) -> None:
         self.dataset = dataset
         self.worker_config = dataset.worker_config
         self._prefetch_factor = prefetch_factor
         self._native: Any = None
-        self._skip = 0
-        self._n_items = 0
+        self._restore: Optional[bytes] = None
 
     def _loader(self) -> Any:
         if self._native is None:
             self._native = _start_loader(
-                self.dataset._spec, prefetch_factor=self._prefetch_factor, skip=self._skip
+                self.dataset._spec,
+                prefetch_factor=self._prefetch_factor,
+                savable=self._savable,
+                restore=self._restore,
             )
         return self._native
 
     def __iter__(self) -> Iterator[Any]:
-        loader = self._loader()
-        for item in loader:
-            self._n_items += 1
-            yield item
+        return iter(self._loader())
 
     def __len__(self) -> int:
-        return len(self.dataset)
+        """The items of one pass of this rank: batches when batching, else samples."""
+        return self.dataset.items_per_pass()
 
     def close(self) -> None:
         """Stops the worker threads (also done when the loader is garbage collected)."""
@@ -293,19 +316,24 @@ class BasicDataLoader:
 
 
 class SavableDataLoader(BasicDataLoader):
-    """A loader whose position can be saved and restored.
+    """A loader whose position can be saved and restored exactly, in constant time.
 
-    The state is a small dict (JSON-compatible): the dataset's settings and the number of items
-    handed out. Restoring rebuilds the pipeline and skips that many items, so the sequence
-    continues exactly where it stopped (the items skipped are read again, not converted)."""
+    `save_state_rank()` returns a small dict (`torch.save` and `torch.load(weights_only=True)`
+    handle it): `state["checkpoint"]` holds the bytes of the Rust loader's checkpoint, the file
+    format `energon checkpoint info` and `redist` read, with every worker's position, the items
+    in its buffers as restore keys, and the dataset and settings it was saved with. Restoring
+    re-reads only the buffered items, never the samples before them, and refuses a state of
+    another dataset or other settings."""
+
+    _savable = True
 
     def save_state_rank(self) -> dict:
-        """This rank's state."""
+        """This rank's state, between the items handed out so far and the next one."""
         return {
             "format": _STATE_FORMAT,
             "version": _STATE_VERSION,
-            "config": self.dataset.config(),
-            "n_items": self._skip + self._n_items,
+            "rank": self.worker_config.rank,
+            "checkpoint": self._loader().save_state(),
         }
 
     def restore_state_rank(self, state: Optional[dict]) -> None:
@@ -319,17 +347,20 @@ class SavableDataLoader(BasicDataLoader):
         if state.get("version") != _STATE_VERSION:
             raise _native.IncompatibleFormatError(
                 f"loader state version {state.get('version')} is not supported "
-                f"(this energon_rs reads version {_STATE_VERSION})"
+                f"(this energon_rs reads version {_STATE_VERSION}; version 1 states of older "
+                "releases counted items and cannot be restored)"
             )
-        mine = self.dataset.config()
-        theirs = state.get("config", {})
-        differing = sorted(k for k in mine if k != "path" and mine.get(k) != theirs.get(k))
-        if differing:
-            raise _native.CheckpointError(
-                f"the state was saved with other settings: {', '.join(differing)}"
-            )
-        self._skip = int(state["n_items"])
-        self._n_items = 0
+        checkpoint = state.get("checkpoint")
+        if not isinstance(checkpoint, (bytes, bytearray)):
+            raise _native.CheckpointError("the loader state has no checkpoint bytes")
+        self._restore = bytes(checkpoint)
+        # Builds the loader now, so that a state of another dataset or other settings is refused
+        # here, not at the first iteration.
+        try:
+            self._loader()
+        except BaseException:
+            self._restore = None
+            raise
 
     def save_state_global(self, global_dst_rank: int) -> Optional[list]:
         """Gathers every data-parallel rank's state on `global_dst_rank` (a list indexed by rank

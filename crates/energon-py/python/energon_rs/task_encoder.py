@@ -413,8 +413,18 @@ def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> Simple
         error handler sees it, then the sample is dropped."""
         worker_config.global_error_handler(exc, None, sources)
 
+    overridden = [
+        name for name in ("encode_sample", "batch", "encode_batch") if _overridden(task_encoder, name)
+    ]
+    encoder_type = type(task_encoder)
+    config = [
+        ("class", f"{encoder_type.__module__}.{encoder_type.__qualname__}"),
+        ("python_hooks", ",".join(overridden)),
+        ("cookers", str(len(task_encoder.cookers))),
+    ]
     return SimpleNamespace(
         make_cook=make_cook,
+        config=config,
         make_joiner=make_joiner,
         on_error=on_error,
         encode_sample=hook("encode_sample"),

@@ -1,0 +1,119 @@
+//! The Python task encoder as energon-cook's [`TaskEncoder`]: the one pipeline of energon-cook
+//! runs every stage, and the Python hooks are called from its stages.
+//!
+//! Items are [`Item`]s (a Rust sample until a Python hook made something else of it). Batching
+//! leaves a [`WorkerBatch`]: collated in Rust on the worker thread when every item is a Rust
+//! sample and no batch hook is overridden, else the items for the Python batch hooks, which the
+//! loader's pump thread calls.
+
+use std::sync::Arc;
+
+use energon_cook::{
+    Batch, Cooker, HookError, HookResult, Keyed, Outputs, SampleContext, TaskEncoder,
+};
+
+use crate::{
+    hooks::{Hooks, Item},
+    sample::Collated,
+};
+
+/// A batch as a worker thread leaves it: collated in Rust (in parallel across workers), or its
+/// items for the Python batch hooks.
+#[derive(Debug)]
+pub(crate) enum WorkerBatch {
+    Collated(Collated),
+    Items(Batch<Item>),
+    Failed(String),
+}
+
+impl WorkerBatch {
+    fn new(batch: Batch<Item>, hooks: &Hooks) -> Self {
+        let all_rust = batch.samples.iter().all(|s| matches!(s.value, Item::Rust(_)));
+        if !all_rust || hooks.has_batch_hooks() {
+            return WorkerBatch::Items(batch);
+        }
+        let samples = batch
+            .samples
+            .into_iter()
+            .filter_map(|k| match k.value {
+                Item::Rust(s) => Some(Keyed { restore_key: k.restore_key, value: s }),
+                Item::Py(_) => None,
+            })
+            .collect();
+        match Collated::new(Batch { samples }) {
+            Ok(collated) => WorkerBatch::Collated(collated),
+            Err(message) => WorkerBatch::Failed(message),
+        }
+    }
+}
+
+/// The task encoder of a Python pipeline: the Python `encode_sample` (when overridden) and the
+/// batching above; cookers are chosen by the Python side for each dataset (see
+/// [`PyEncoder::cooker`]).
+#[derive(Debug, Clone)]
+pub(crate) struct PyEncoder {
+    hooks: Arc<Hooks>,
+}
+
+impl PyEncoder {
+    pub(crate) fn new(hooks: Arc<Hooks>) -> Self {
+        PyEncoder { hooks }
+    }
+
+    /// The cooker of a crude dataset: the Python cook function chosen for it (`None`: the task
+    /// encoder has no cookers, and crude samples stay as they are).
+    pub(crate) fn cooker(&self, cook: Option<Arc<pyo3::Py<pyo3::PyAny>>>) -> Cooker<Item> {
+        let hooks = Arc::clone(&self.hooks);
+        Cooker::of_fn(move |item| hooks.call_sample_hook(cook.as_deref(), item))
+    }
+}
+
+/// A Python hook's result as a hook result: the Python side applied the error policy already
+/// (`None`: the sample is to be dropped), so an error that comes through ends the loader.
+fn hook_result(res: energon_cook::Result<Option<Item>>) -> HookResult<Outputs<Item>> {
+    match res {
+        Ok(Some(item)) => Ok(Outputs::One(item)),
+        Ok(None) => Err(HookError::Skip),
+        Err(err) => Err(HookError::Fatal(Box::new(err))),
+    }
+}
+
+impl TaskEncoder for PyEncoder {
+    type Sample = Item;
+    type Encoded = Item;
+    type Batch = WorkerBatch;
+    type Output = WorkerBatch;
+
+    fn hooks(&self) -> energon_cook::Hooks {
+        // COMPAT(energon 7.4.1): DefaultTaskEncoder overrides encode_sample and encode_batch
+        // (their map stages show in the restore keys).
+        energon_cook::Hooks::DEFAULT_TASK_ENCODER
+    }
+
+    fn encode_sample(&self, item: Item, _: &SampleContext) -> HookResult<Outputs<Item>> {
+        if !self.hooks.has_encode_sample() {
+            return Ok(Outputs::One(item));
+        }
+        hook_result(self.hooks.encode_sample(item))
+    }
+
+    fn batch(
+        &self,
+        samples: Vec<Keyed<Item>>,
+        _: &SampleContext,
+    ) -> HookResult<Outputs<WorkerBatch>> {
+        Ok(Outputs::One(WorkerBatch::new(Batch { samples }, &self.hooks)))
+    }
+
+    fn encode_batch(
+        &self,
+        batch: WorkerBatch,
+        _: &SampleContext,
+    ) -> HookResult<Outputs<WorkerBatch>> {
+        Ok(Outputs::One(batch))
+    }
+
+    fn config(&self) -> Vec<(String, String)> {
+        self.hooks.config()
+    }
+}
