@@ -384,7 +384,7 @@ impl DatasetSpec {
         if let Some(state) = restore {
             builder = both!(builder, |b| b.restore_state(state));
         }
-        let batches = self.batch_size.is_some();
+        let batches = self.batches();
         let Some(worker) = worker else {
             return Ok(match (builder, batches) {
                 (Builder::Single(b), false) => RustLoader::Samples(b.build_samples()?),
@@ -418,10 +418,15 @@ impl DatasetSpec {
         })
     }
 
+    /// Whether the loader batches: a batch size, or batching by group.
+    fn batches(&self) -> bool {
+        self.batch_size.is_some() || self.hooks.has_group_criterion()
+    }
+
     /// Checks the settings by assembling every worker's pipeline once.
     fn check(&self) -> energon_cook::Result<()> {
         let stats = FailureStats::default();
-        match (self.builder(), self.batch_size.is_some()) {
+        match (self.builder(), self.batches()) {
             (Builder::Single(b), false) => b.sample_worker_pipelines(&stats).map(drop),
             (Builder::Single(b), true) => b.batch_worker_pipelines(&stats).map(drop),
             (Builder::Mix(b), false) => b.sample_worker_pipelines(&stats).map(drop),

@@ -64,17 +64,12 @@ impl PyEncoder {
     /// encoder has no cookers, and crude samples stay as they are).
     pub(crate) fn cooker(&self, cook: Option<Arc<pyo3::Py<pyo3::PyAny>>>) -> Cooker<Item> {
         let hooks = Arc::clone(&self.hooks);
-        Cooker::of_fn(move |item| hooks.call_sample_hook(cook.as_deref(), item))
-    }
-}
-
-/// A Python hook's result as a hook result: the Python side applied the error policy already
-/// (`None`: the sample is to be dropped), so an error that comes through ends the loader.
-fn hook_result(res: energon_cook::Result<Option<Item>>) -> HookResult<Outputs<Item>> {
-    match res {
-        Ok(Some(item)) => Ok(Outputs::One(item)),
-        Ok(None) => Err(HookError::Skip),
-        Err(err) => Err(HookError::Fatal(Box::new(err))),
+        Cooker::new(move |item, ctx| {
+            match hooks.call_sample_hook(cook.as_deref(), item, &ctx.sample)? {
+                Outputs::One(item) => Ok(item),
+                Outputs::Many(_) => Err(HookError::fatal_msg("a cooker cannot be a generator")),
+            }
+        })
     }
 }
 
@@ -87,14 +82,22 @@ impl TaskEncoder for PyEncoder {
     fn hooks(&self) -> energon_cook::Hooks {
         // COMPAT(energon 7.4.1): DefaultTaskEncoder overrides encode_sample and encode_batch
         // (their map stages show in the restore keys).
-        energon_cook::Hooks::DEFAULT_TASK_ENCODER
+        energon_cook::Hooks {
+            batch_group_criterion: self.hooks.has_group_criterion(),
+            ..energon_cook::Hooks::DEFAULT_TASK_ENCODER
+        }
     }
 
-    fn encode_sample(&self, item: Item, _: &SampleContext) -> HookResult<Outputs<Item>> {
-        if !self.hooks.has_encode_sample() {
-            return Ok(Outputs::One(item));
-        }
-        hook_result(self.hooks.encode_sample(item))
+    fn batch_group_criterion(
+        &self,
+        item: &Item,
+        ctx: &SampleContext,
+    ) -> HookResult<(String, Option<usize>)> {
+        self.hooks.batch_group_criterion(item, ctx)
+    }
+
+    fn encode_sample(&self, item: Item, ctx: &SampleContext) -> HookResult<Outputs<Item>> {
+        self.hooks.encode_sample(item, ctx)
     }
 
     fn batch(

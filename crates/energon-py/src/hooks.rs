@@ -9,7 +9,7 @@
 
 use std::{path::PathBuf, sync::Mutex};
 
-use energon_cook::{Batch, Keyed};
+use energon_cook::{Batch, HookError, HookResult, Keyed, Outputs, SampleContext};
 use energon_mix::grammar::Joiner;
 use energon_reader::{Sample, SourceInfo};
 use pyo3::{
@@ -45,10 +45,13 @@ pub(crate) struct Hooks {
     make_joiner: Option<Py<PyAny>>,
     on_error: Option<Py<PyAny>>,
     encode_sample: Option<Py<PyAny>>,
+    batch_group_criterion: Option<Py<PyAny>>,
     batch: Option<Py<PyAny>>,
     default_batch: Option<Py<PyAny>>,
     encode_batch: Option<Py<PyAny>>,
     skip: Option<Py<PyAny>>,
+    /// The type of a generator hook's outputs (a list subclass).
+    many: Option<Py<PyAny>>,
     torch: bool,
     /// What describes the task encoder in a checkpoint's configuration (`key`, `value`).
     config: Vec<(String, String)>,
@@ -74,10 +77,12 @@ impl Hooks {
             make_joiner: get("make_joiner")?,
             on_error: get("on_error")?,
             encode_sample: get("encode_sample")?,
+            batch_group_criterion: get("batch_group_criterion")?,
             batch: get("batch")?,
             default_batch: get("default_batch")?,
             encode_batch: get("encode_batch")?,
             skip: get("skip")?,
+            many: get("many")?,
             torch: obj.getattr("torch")?.extract()?,
             config: obj.getattr("config")?.extract()?,
             failure: Mutex::new(None),
@@ -94,9 +99,47 @@ impl Hooks {
         self.config.clone()
     }
 
-    /// Whether `encode_sample` is overridden.
-    pub(crate) fn has_encode_sample(&self) -> bool {
-        self.encode_sample.is_some()
+    /// Whether `batch_group_criterion` is overridden (batches are then made by group).
+    pub(crate) fn has_group_criterion(&self) -> bool {
+        self.batch_group_criterion.is_some()
+    }
+
+    /// The group of an item and the group's batch size (`None`: the loader's), from the Python
+    /// `batch_group_criterion`; the group is the `repr` of what the hook returned.
+    pub(crate) fn batch_group_criterion(
+        &self,
+        item: &Item,
+        ctx: &SampleContext,
+    ) -> HookResult<(String, Option<usize>)> {
+        let Some(hook) = &self.batch_group_criterion else {
+            return Err(HookError::fatal_msg("batch_group_criterion is not overridden"));
+        };
+        let res = Python::attach(|py| {
+            (|| -> PyResult<Option<(String, Option<usize>)>> {
+                let conv = Converter::new(py, self.torch)?;
+                let arg = match item {
+                    Item::Rust(sample) => sample_to_py(&conv, sample.clone(), None)?,
+                    Item::Py(obj) => obj.bind(py).clone(),
+                };
+                let kwargs = PyDict::new(py);
+                let info = ctx.worker();
+                let context =
+                    (ctx.current_sample_index(), ctx.current_batch_index(), info.seed.get());
+                kwargs.set_item("ctx", context)?;
+                let out = hook.bind(py).call((arg,), Some(&kwargs))?;
+                if !self.unless_skip(&out) {
+                    return Ok(None);
+                }
+                let (group, size): (Bound<'_, PyAny>, Option<usize>) = out.extract()?;
+                Ok(Some((group.repr()?.to_string(), size)))
+            })()
+            .map_err(|err| self.fail(err))
+        });
+        match res {
+            Ok(Some(group)) => Ok(group),
+            Ok(None) => Err(HookError::Skip),
+            Err(err) => Err(HookError::Fatal(Box::new(err))),
+        }
     }
 
     /// Whether batches go through Python (`batch` or `encode_batch` overridden).
@@ -151,26 +194,57 @@ impl Hooks {
     }
 
     /// The `encode_sample` stage.
-    pub(crate) fn encode_sample(&self, item: Item) -> energon_cook::Result<Option<Item>> {
-        self.call_sample_hook(self.encode_sample.as_ref(), item)
+    pub(crate) fn encode_sample(
+        &self,
+        item: Item,
+        ctx: &SampleContext,
+    ) -> HookResult<Outputs<Item>> {
+        self.call_sample_hook(self.encode_sample.as_ref(), item, ctx)
     }
 
     /// `hook` applied to an item (the identity without hook), with the GIL held for the call.
+    ///
+    /// The hook gets the call's context as the keyword `ctx`: `(current_sample_index,
+    /// current_batch_index, worker_seed)`, which the Python side makes the task encoder's
+    /// `current_sample_index` and `current_batch_index` and from which `@stateless(restore_seeds=
+    /// True)` seeds the global random generators. A generator hook's outputs come back as the
+    /// Python side's list of many; the skip marker drops the sample; an exception that comes
+    /// through (the Python side applied the error policy already) ends the loader.
     pub(crate) fn call_sample_hook(
         &self,
         hook: Option<&Py<PyAny>>,
         item: Item,
-    ) -> energon_cook::Result<Option<Item>> {
-        let Some(hook) = hook else { return Ok(Some(item)) };
-        Python::attach(|py| {
-            let res = (|| -> PyResult<Option<Item>> {
+        ctx: &SampleContext,
+    ) -> HookResult<Outputs<Item>> {
+        let Some(hook) = hook else { return Ok(Outputs::One(item)) };
+        let res = Python::attach(|py| {
+            (|| -> PyResult<Option<Outputs<Item>>> {
                 let conv = Converter::new(py, self.torch)?;
                 let arg = item_to_py(&conv, item)?;
-                let out = hook.bind(py).call1((arg,))?;
-                Ok(self.unless_skip(&out).then(|| Item::Py(out.unbind())))
-            })();
-            res.map_err(|err| self.fail(err))
-        })
+                let kwargs = PyDict::new(py);
+                let info = ctx.worker();
+                let context =
+                    (ctx.current_sample_index(), ctx.current_batch_index(), info.seed.get());
+                kwargs.set_item("ctx", context)?;
+                let out = hook.bind(py).call((arg,), Some(&kwargs))?;
+                if !self.unless_skip(&out) {
+                    return Ok(None);
+                }
+                if let Some(many) = &self.many
+                    && out.is_instance(many.bind(py))?
+                {
+                    let items = out.try_iter()?.map(|o| Ok(Item::Py(o?.unbind())));
+                    return Ok(Some(Outputs::Many(items.collect::<PyResult<_>>()?)));
+                }
+                Ok(Some(Outputs::One(Item::Py(out.unbind()))))
+            })()
+            .map_err(|err| self.fail(err))
+        });
+        match res {
+            Ok(Some(outputs)) => Ok(outputs),
+            Ok(None) => Err(HookError::Skip),
+            Err(err) => Err(HookError::Fatal(Box::new(err))),
+        }
     }
 
     /// Whether a hook's result is not the skip marker.

@@ -142,3 +142,91 @@ def test_cookers_turn_crude_jsonl_records_into_typed_samples(ref_small):
     assert keys == want
     lines = path.read_text().splitlines()
     assert texts[0] == json.dumps(json.loads(lines[int(keys[0])]), sort_keys=True)
+
+
+def test_a_generator_encode_sample_yields_several_samples(ref_small):
+    class Twice(energon_rs.DefaultTaskEncoder):
+        def encode_sample(self, sample):
+            for part in ("a", "b"):
+                yield {"__key__": f"{sample.__key__}{part}", "__restore_key__": ()}
+
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)
+    ds = energon_rs.get_val_dataset(
+        ref_small, split_part="train", worker_config=wc, batch_size=None, task_encoder=Twice()
+    )
+    keys = [s["__key__"] for s in energon_rs.get_loader(ds)]
+    assert sorted(keys) == sorted(f"{i:08d}{p}" for i in range(200) for p in "ab")
+    # Each sample's outputs come one after the other from its worker.
+    assert keys[0][:-1] == keys[2][:-1] and (keys[0][-1], keys[2][-1]) == ("a", "b")
+
+
+def test_restore_seeds_make_random_augmentations_restorable(ref_small):
+    import random
+
+    import numpy as np
+
+    class Augment(energon_rs.DefaultTaskEncoder):
+        @energon_rs.stateless(restore_seeds=True)
+        def encode_sample(self, sample):
+            return {
+                "__key__": sample.__key__,
+                "__restore_key__": (),
+                "index": self.current_sample_index,
+                "r": random.random(),
+                "n": float(np.random.rand()),
+            }
+
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)
+
+    def loader():
+        ds = energon_rs.get_train_dataset(
+            ref_small, worker_config=wc, batch_size=None, shuffle_buffer_size=8,
+            max_samples_per_sequence=None, task_encoder=Augment(),
+        )
+        return energon_rs.get_savable_loader(ds)
+
+    first = loader()
+    it = iter(first)
+    before = [next(it) for _ in range(10)]
+    state = first.save_state_rank()
+    after = [next(it) for _ in range(20)]
+    # The seed of each call is the reference's: SHA-1 of "{worker_seed}|{current_sample_index}".
+    for s in before + after:
+        worker = s["index"] % 2
+        seed = energon_rs.SystemRng.get_seed_from_args(wc.worker_seed(worker), s["index"])
+        random.seed(seed)
+        assert s["r"] == random.random()
+    first.close()
+    # The outer generators are untouched by the hook (once the loader's threads are stopped:
+    # while they run, the process's global generators are shared with them).
+    random.seed(5)
+    want = random.random()
+    random.seed(5)
+    other = loader()
+    next(iter(other))
+    other.close()
+    assert random.random() == want
+    # Restored samples, re-encoded from the shuffle buffer, draw the same numbers.
+    restored = loader()
+    restored.restore_state_rank(state)
+    again = [next(iter(restored)) for _ in range(20)]
+    assert [(s["__key__"], s["r"], s["n"]) for s in again] == [
+        (s["__key__"], s["r"], s["n"]) for s in after
+    ]
+
+
+def test_batch_group_criterion_batches_by_group(ref_small):
+    class ByParity(energon_rs.DefaultTaskEncoder):
+        def batch_group_criterion(self, sample):
+            odd = int(sample.__key__) % 2
+            return ("odd" if odd else "even"), (3 if odd else 2)
+
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=0)
+    ds = energon_rs.get_val_dataset(
+        ref_small, split_part="train", worker_config=wc, batch_size=None, task_encoder=ByParity()
+    )
+    batches = [list(b.__key__) for b in energon_rs.get_loader(ds)]
+    assert all(len({int(k) % 2 for k in b}) == 1 for b in batches)
+    assert {len(b) for b in batches if int(b[0]) % 2} <= {1, 2, 3}
+    assert max(len(b) for b in batches if int(b[0]) % 2 == 0) == 2
+    assert sorted(k for b in batches for k in b) == [f"{i:08d}" for i in range(200)]

@@ -50,6 +50,7 @@ from .loader import (
     get_val_dataset,
     load_dataset,
 )
+from .rng import SystemRng
 from .media import AVMetadata, ImageMetadata, MediaMetadataBase, MediaMetadataType
 from .sample import (
     AudioData,
@@ -146,4 +147,5 @@ __all__ = [
     "log_exception",
     "reraise_exception",
     "stateless",
+    "SystemRng",
 ]

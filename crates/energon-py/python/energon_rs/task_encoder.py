@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import inspect
 import threading
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -30,6 +31,7 @@ from .cache import (
     WebdatasetFileStore,
     _of_native,
 )
+from .rng import SystemRng
 from .sample import CrudeSample, SourceInfo
 
 __all__ = [
@@ -213,10 +215,30 @@ def generic_batch(batch: list) -> Any:
     return list(batch)
 
 
+#: The call a hook is in, per thread: set from the Rust stage's context before each call.
+_CONTEXT = threading.local()
+
+
 class TaskEncoder:
-    """Base class of task encoders: override `encode_sample`, `batch`, `encode_batch`, or set
-    `cookers` for crude datasets. Methods not overridden are not called (the Rust pipeline
-    does their work)."""
+    """Base class of task encoders: override `encode_sample` (also as a generator yielding
+    several samples), `batch_group_criterion`, `batch`, `encode_batch`, or set `cookers` for crude
+    datasets. Methods not overridden are not called (the Rust pipeline does their work)."""
+
+    @property
+    def current_sample_index(self) -> int:
+        """The index of the sample the current hook call works on, unique among the workers of
+        a rank and the same when the sample is made again on restore."""
+        return getattr(_CONTEXT, "sample_index", 0)
+
+    @property
+    def current_batch_index(self) -> int:
+        """The index of the item (batch) the worker is preparing."""
+        return getattr(_CONTEXT, "batch_index", 0)
+
+    def batch_group_criterion(self, sample: Any) -> tuple:
+        """The group of a sample and the group's batch size (`None`: the loader's): samples are
+        batched with others of their group. Only called when overridden."""
+        raise NotImplementedError
 
     #: Cookers for crude datasets, the first matching one is used.
     cookers: Sequence[Cooker] = ()
@@ -313,6 +335,38 @@ def _sources_of(value: Any) -> Any:
     return getattr(value, "__sources__", None)
 
 
+#: Held by a hook call that runs with seeded global generators (`restore_seeds`).
+_SEEDED_CALLS = threading.RLock()
+
+
+class _Many(list):
+    """The samples a generator hook yielded for one input."""
+
+
+def _call(fn: Callable[..., Any], value: Any, args: tuple, ctx: Optional[tuple]) -> Any:
+    """Calls a hook in its context: `ctx` is `(current_sample_index, current_batch_index,
+    worker_seed)`. A generator's samples are collected; `@stateless(restore_seeds=True)` hooks
+    run with the global random generators seeded from the worker seed and the sample index,
+    and the generators' outer state is restored afterwards, as the reference does."""
+    if ctx is None:
+        res = fn(value, *args)
+        return _Many(res) if inspect.isgenerator(res) else res
+    _CONTEXT.sample_index, _CONTEXT.batch_index, worker_seed = ctx
+    if not getattr(fn, "__restore_seeds__", False):
+        res = fn(value, *args)
+        return _Many(res) if inspect.isgenerator(res) else res
+    # The global generators are the process's, and the workers are threads: seeded calls take
+    # turns, so that no other worker reseeds or draws in the middle of one.
+    with _SEEDED_CALLS:
+        outer = SystemRng.save_state()
+        SystemRng.seed_args(worker_seed, ctx[0])
+        try:
+            res = fn(value, *args)
+            return _Many(res) if inspect.isgenerator(res) else res
+        finally:
+            SystemRng.restore_state(outer)
+
+
 def _guard(
     fn: Callable[..., Any], worker_config: Any, tolerance: Optional[int] = None
 ) -> Callable[..., Any]:
@@ -324,9 +378,9 @@ def _guard(
     lock = threading.Lock()
     failures = [0]
 
-    def guarded(value: Any, *args: Any) -> Any:
+    def guarded(value: Any, *args: Any, ctx: Optional[tuple] = None) -> Any:
         try:
-            res = fn(value, *args)
+            res = _call(fn, value, args, ctx)
         except SkipSample:
             return _SKIP
         except _SYSTEM_EXCEPTIONS as exc:
@@ -414,7 +468,9 @@ def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> Simple
         worker_config.global_error_handler(exc, None, sources)
 
     overridden = [
-        name for name in ("encode_sample", "batch", "encode_batch") if _overridden(task_encoder, name)
+        name
+        for name in ("encode_sample", "batch_group_criterion", "batch", "encode_batch")
+        if _overridden(task_encoder, name)
     ]
     encoder_type = type(task_encoder)
     config = [
@@ -428,6 +484,8 @@ def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> Simple
         make_joiner=make_joiner,
         on_error=on_error,
         encode_sample=hook("encode_sample"),
+        batch_group_criterion=hook("batch_group_criterion"),
+        many=_Many,
         batch=hook("batch"),
         default_batch=_guard(generic_batch, worker_config),
         encode_batch=hook("encode_batch"),
