@@ -52,6 +52,21 @@ pub enum Error {
         /// The files of the cycle, `a.yaml -> b.yaml -> a.yaml`.
         chain: String,
     },
+    /// Nested metadataset files reference each other deeper than
+    /// [`MAX_NESTING`](crate::resolve::MAX_NESTING) levels.
+    #[error(
+        "{file}: {yaml_path}: metadataset files nest more than {limit} levels deep (from {root})"
+    )]
+    TooDeep {
+        /// The deepest file loaded: the one holding the reference past the limit.
+        file: PathBuf,
+        /// Where in that file.
+        yaml_path: String,
+        /// The outermost metadataset file of the chain.
+        root: PathBuf,
+        /// The nesting limit.
+        limit: usize,
+    },
     /// A metadataset does not define the requested split.
     #[error("{file}: split {split:?} is not defined (defined: {defined})")]
     UnknownSplit {

@@ -2,7 +2,7 @@
 //!
 //! [`Metadataset::load`] reads a metadataset file and every nested file it references, checks
 //! every path of every split (as the reference's `post_initialize` does) and detects cycles
-//! between files. [`Metadataset::resolve`] then walks one split and returns a [`ResolvedSplit`]:
+//! between files and chains of files nested deeper than [`MAX_NESTING`] levels. [`Metadataset::resolve`] then walks one split and returns a [`ResolvedSplit`]:
 //! the leaves in tree order with their effective settings, computed as the reference's
 //! `get_datasets` computes them:
 //!
@@ -38,6 +38,11 @@ use crate::{
 };
 
 pub use self::load::AuxSource;
+
+/// How many metadataset files one chain of nested references may hold, the root included.
+/// Loading and resolving recurse once per level; the bound keeps them far from the end of the
+/// stack.
+pub const MAX_NESTING: usize = 100;
 
 /// How the leaves of a split are combined (the reference's `DatasetBlendMode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use energon_index::{
 };
 use energon_reader::{FileStore, SystemFileStore, WebdatasetFileStore};
 
-use super::{FileMap, Metadataset, folder_of, resolve_written};
+use super::{FileMap, MAX_NESTING, Metadataset, folder_of, resolve_written};
 use crate::{
     error::{Error, Result},
     grammar::{AuxSpec, DatasetRef, Item, MetadatasetFile, Node, Version, parse_metadataset},
@@ -88,6 +88,16 @@ impl Loader {
         }
         if let Some(file) = self.files.get(path) {
             return Ok(Arc::clone(file));
+        }
+        if self.stack.len() >= MAX_NESTING {
+            let (file, yaml_path) = referenced_from.unwrap_or((path, ""));
+            let root = self.stack.first().map_or(path, |(p, _)| p.as_path());
+            return Err(Error::TooDeep {
+                file: file.to_owned(),
+                yaml_path: yaml_path.to_owned(),
+                root: root.to_owned(),
+                limit: MAX_NESTING,
+            });
         }
         let file = Arc::new(parse_metadataset(path)?);
         self.stack.push((path.to_owned(), canonical));

@@ -536,6 +536,36 @@ fn cycles_between_files_are_errors() {
 }
 
 #[test]
+fn chains_of_nested_files_deeper_than_the_bound_are_errors() {
+    let dir = datasets();
+    // `m<i>.yaml` references `m<i+1>.yaml`; the last one references `ds1`.
+    let chain = |n: usize| -> PathBuf {
+        for i in 0..n {
+            let target = if i + 1 == n { "ds1".to_owned() } else { format!("m{n}_{}.yaml", i + 1) };
+            write(
+                dir.path(),
+                &format!("m{n}_{i}.yaml"),
+                &format!("{V2}splits:\n  train:\n    path: {target}\n"),
+            );
+        }
+        dir.path().join(format!("m{n}_0.yaml"))
+    };
+    // A chain of exactly the bound loads and resolves.
+    assert_eq!(names(&resolve(&chain(MAX_NESTING), "train").unwrap()), ["ds1"]);
+    // 3,000 files (once a stack overflow) stop at the bound with the deepest file loaded named.
+    let root = chain(3000);
+    let err = Metadataset::load(&root).unwrap_err();
+    let Error::TooDeep { file, yaml_path, root: from, limit } = &err else { panic!("{err:?}") };
+    assert_eq!(file, &dir.path().join(format!("m3000_{}.yaml", MAX_NESTING - 1)));
+    assert_eq!((yaml_path.as_str(), from, *limit), ("splits.train", &root, MAX_NESTING));
+    assert!(err.to_string().contains("nest more than 100 levels deep"), "{err}");
+    assert!(matches!(
+        resolve_path(&root, "train", &ResolveOptions::default()),
+        Err(Error::TooDeep { .. })
+    ));
+}
+
+#[test]
 fn bad_paths_are_named_with_their_node() {
     let dir = datasets();
     std::fs::create_dir(dir.path().join("raw")).unwrap();
