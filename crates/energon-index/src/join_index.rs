@@ -83,13 +83,21 @@ impl JoinIndexWriter {
         Ok(JoinIndexWriter { file, n_columns, n_rows: 0 })
     }
 
-    /// Appends one row: one entry per column, `None` for a dataset without this sample.
+    /// Appends one row: one entry per column, `None` for a secondary dataset without this
+    /// sample (the primary's, column 0, must be there).
     pub fn append(&mut self, row: &[Option<JoinEntry>]) -> Result<()> {
         if row.len() != self.n_columns {
             return Err(Error::Config(format!(
                 "a join index row needs {} columns, got {}",
                 self.n_columns,
                 row.len()
+            )));
+        }
+        if row.first().is_some_and(Option::is_none) {
+            return Err(Error::Config(format!(
+                "join index {}: row {} has no primary sample (every row needs column 0)",
+                self.file.tmp_path().display(),
+                self.n_rows
             )));
         }
         let mut bytes = Vec::with_capacity(row.len() * ENTRY_LEN as usize);
@@ -199,9 +207,9 @@ impl JoinIndex {
         self.n_rows == 0
     }
 
-    /// Entry `column` of row `row`: `Ok(None)` for a dataset without this sample
-    /// (`(-1, -1, -1)`); an error for a row or column out of range or a negative value other
-    /// than that marker.
+    /// Entry `column` of row `row`: `Ok(None)` for a secondary dataset without this sample
+    /// (`(-1, -1, -1)`); an error for a row or column out of range, a negative value other
+    /// than that marker, or that marker in the primary column (0), which every row must have.
     pub fn entry(&self, row: u64, column: usize) -> Result<Option<JoinEntry>> {
         let (Some(map), true, true) = (&self.map, row < self.n_rows, column < self.n_columns)
         else {
@@ -216,6 +224,16 @@ impl JoinIndex {
         let at = offset as usize;
         let values = [read_i64(map, at), read_i64(map, at + 8), read_i64(map, at + 16)];
         if values == [-1; 3] {
+            if column == 0 {
+                return Err(Error::CorruptIndex {
+                    path: self.path.clone(),
+                    offset,
+                    reason: format!(
+                        "row {row} has the missing marker (-1, -1, -1) in the primary column; \
+                         every row needs its primary sample (re-run `energon prepare`)"
+                    ),
+                });
+            }
             return Ok(None);
         }
         match values.map(u64::try_from) {

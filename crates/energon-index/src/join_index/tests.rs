@@ -65,6 +65,18 @@ fn damaged_and_foreign_files_are_typed_errors() {
     negative[16..24].copy_from_slice(&(-5i64).to_le_bytes());
     let index = JoinIndex::open(&write("neg.bin", &negative)).unwrap();
     assert!(matches!(index.entry(0, 0), Err(Error::CorruptIndex { offset: 16, .. })));
+    // The missing marker in the primary column: a typed error at the entry's offset, never a
+    // row without its primary sample.
+    let mut no_primary = good.clone();
+    no_primary.extend_from_slice(&[0xff; 24]);
+    let index = JoinIndex::open(&write("no_primary.bin", &no_primary)).unwrap();
+    assert_eq!(index.entry(0, 0).unwrap(), entry(0, 0, 0));
+    let err = index.entry(1, 0).unwrap_err();
+    assert!(matches!(err, Error::CorruptIndex { offset: 40, .. }), "{err}");
+    assert!(err.to_string().contains("primary column"), "{err}");
+    assert!(err.to_string().contains("no_primary.bin"), "{err}");
+    let mut writer = JoinIndexWriter::create(&dir.path().join("w.bin"), 2).unwrap();
+    assert!(matches!(writer.append(&[None, entry(0, 0, 512)]), Err(Error::Config(_))));
     let mut zero_columns = good.clone();
     zero_columns[8..16].copy_from_slice(&0i64.to_le_bytes());
     assert!(JoinIndex::open(&write("zero.bin", &zero_columns)).is_err());
