@@ -130,6 +130,7 @@ pub(crate) struct DatasetSpec {
     shuffle_over_epochs: Option<i64>,
     virtual_epoch_length: u64,
     limit: Option<u64>,
+    packing_buffer_size: Option<usize>,
     hooks: Arc<Hooks>,
 }
 
@@ -143,7 +144,7 @@ impl DatasetSpec {
         path, *, split_part, rank, world_size, num_workers, seed_offset = 0, training = true,
         batch_size = None, drop_last = false, shuffle_buffer_size = None,
         max_samples_per_sequence = None, parallel_shard_iters = None, shuffle_over_epochs = Some(1),
-        virtual_epoch_length = 0, limit = None, image_decode = Some("torchrgb"), guess_content = false, split_config = None,
+        virtual_epoch_length = 0, limit = None, packing_buffer_size = None, image_decode = Some("torchrgb"), guess_content = false, split_config = None,
         dataset_config = None, hooks = None
     ))]
     #[expect(clippy::too_many_arguments, reason = "the Python API's keyword arguments")]
@@ -164,6 +165,7 @@ impl DatasetSpec {
         shuffle_over_epochs: Option<i64>,
         virtual_epoch_length: u64,
         limit: Option<u64>,
+        packing_buffer_size: Option<usize>,
         image_decode: Option<&str>,
         guess_content: bool,
         split_config: Option<String>,
@@ -238,6 +240,7 @@ impl DatasetSpec {
             shuffle_over_epochs,
             virtual_epoch_length,
             limit,
+            packing_buffer_size,
             hooks,
         };
         // Settings are checked now (as the reference does when it builds the dataset), not at
@@ -368,7 +371,8 @@ impl DatasetSpec {
             .batch_size(self.batch_size)
             .drop_last(self.drop_last)
             .virtual_epoch_length(self.virtual_epoch_length)
-            .limit(self.limit))
+            .limit(self.limit)
+            .packing_buffer_size(self.packing_buffer_size))
     }
 
     /// Starts the rank's loader (with its worker threads), continuing from `restore` if given;

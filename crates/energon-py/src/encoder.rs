@@ -82,10 +82,35 @@ impl TaskEncoder for PyEncoder {
     fn hooks(&self) -> energon_cook::Hooks {
         // COMPAT(energon 7.4.1): DefaultTaskEncoder overrides encode_sample and encode_batch
         // (their map stages show in the restore keys).
-        energon_cook::Hooks {
-            batch_group_criterion: self.hooks.has_group_criterion(),
-            ..energon_cook::Hooks::DEFAULT_TASK_ENCODER
-        }
+        self.hooks.declared()
+    }
+
+    fn encode_sample(&self, item: Item, ctx: &SampleContext) -> HookResult<Outputs<Item>> {
+        self.hooks.encode_sample(item, ctx)
+    }
+
+    fn preencode_sample(&self, item: Item, ctx: &SampleContext) -> HookResult<Outputs<Item>> {
+        self.hooks.encode_sample(item, ctx)
+    }
+
+    fn postencode_sample(&self, item: Item, ctx: &SampleContext) -> HookResult<Item> {
+        self.hooks.postencode_sample(item, ctx)
+    }
+
+    fn select_samples_to_pack(
+        &self,
+        items: &[Keyed<Item>],
+        ctx: &SampleContext,
+    ) -> HookResult<Vec<Vec<usize>>> {
+        self.hooks.select_samples_to_pack(items, ctx)
+    }
+
+    fn pack_selected_samples(
+        &self,
+        items: Vec<Keyed<Item>>,
+        ctx: &SampleContext,
+    ) -> HookResult<Outputs<Item>> {
+        self.hooks.pack_selected_samples(items, ctx)
     }
 
     fn batch_group_criterion(
@@ -94,10 +119,6 @@ impl TaskEncoder for PyEncoder {
         ctx: &SampleContext,
     ) -> HookResult<(String, Option<usize>)> {
         self.hooks.batch_group_criterion(item, ctx)
-    }
-
-    fn encode_sample(&self, item: Item, ctx: &SampleContext) -> HookResult<Outputs<Item>> {
-        self.hooks.encode_sample(item, ctx)
     }
 
     fn batch(

@@ -45,6 +45,10 @@ pub(crate) struct Hooks {
     make_joiner: Option<Py<PyAny>>,
     on_error: Option<Py<PyAny>>,
     encode_sample: Option<Py<PyAny>>,
+    preencode_sample: Option<Py<PyAny>>,
+    postencode_sample: Option<Py<PyAny>>,
+    select_samples_to_pack: Option<Py<PyAny>>,
+    pack_selected_samples: Option<Py<PyAny>>,
     batch_group_criterion: Option<Py<PyAny>>,
     batch: Option<Py<PyAny>>,
     default_batch: Option<Py<PyAny>>,
@@ -77,6 +81,10 @@ impl Hooks {
             make_joiner: get("make_joiner")?,
             on_error: get("on_error")?,
             encode_sample: get("encode_sample")?,
+            preencode_sample: get("preencode_sample")?,
+            postencode_sample: get("postencode_sample")?,
+            select_samples_to_pack: get("select_samples_to_pack")?,
+            pack_selected_samples: get("pack_selected_samples")?,
             batch_group_criterion: get("batch_group_criterion")?,
             batch: get("batch")?,
             default_batch: get("default_batch")?,
@@ -104,6 +112,102 @@ impl Hooks {
         self.batch_group_criterion.is_some()
     }
 
+    /// The optional hooks that add stages (besides `encode_sample` and `encode_batch`, which
+    /// the default task encoder has too).
+    pub(crate) fn declared(&self) -> energon_cook::Hooks {
+        let preencode = self.preencode_sample.is_some();
+        energon_cook::Hooks {
+            encode_sample: !preencode,
+            preencode_sample: preencode,
+            postencode_sample: self.postencode_sample.is_some(),
+            packing: self.select_samples_to_pack.is_some() && self.pack_selected_samples.is_some(),
+            batch_group_criterion: self.has_group_criterion(),
+            encode_batch: true,
+        }
+    }
+
+    /// Calls `hook` on `arg` with the call's context as the keyword `ctx`:
+    /// `(current_sample_index, current_batch_index, worker_seed)`, which the Python side makes
+    /// the task encoder's `current_sample_index` and `current_batch_index` and from which
+    /// `@stateless(restore_seeds=True)` seeds the global random generators. `None` for the skip
+    /// marker.
+    fn invoke<'py>(
+        &self,
+        hook: &Py<PyAny>,
+        arg: Bound<'py, PyAny>,
+        ctx: &SampleContext,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let py = arg.py();
+        let kwargs = PyDict::new(py);
+        let context =
+            (ctx.current_sample_index(), ctx.current_batch_index(), ctx.worker().seed.get());
+        kwargs.set_item("ctx", context)?;
+        let out = hook.bind(py).call((arg,), Some(&kwargs))?;
+        Ok(self.unless_skip(&out).then_some(out))
+    }
+
+    /// A hook's result as outputs: the Python side's list of many for a generator hook.
+    fn outputs(&self, out: Bound<'_, PyAny>) -> PyResult<Outputs<Item>> {
+        if let Some(many) = &self.many
+            && out.is_instance(many.bind(out.py()))?
+        {
+            let items = out.try_iter()?.map(|o| Ok(Item::Py(o?.unbind())));
+            return Ok(Outputs::Many(items.collect::<PyResult<_>>()?));
+        }
+        Ok(Outputs::One(Item::Py(out.unbind())))
+    }
+
+    /// Runs `f` with the GIL: `Ok(None)` (the skip marker) skips the sample, an exception that
+    /// comes through (the Python side applied the error policy already) ends the loader.
+    fn with_gil<R>(
+        &self,
+        f: impl for<'py> FnOnce(Converter<'py>) -> PyResult<Option<R>>,
+    ) -> HookResult<R> {
+        let res = Python::attach(|py| {
+            Converter::new(py, self.torch).and_then(f).map_err(|err| self.fail(err))
+        });
+        match res {
+            Ok(Some(value)) => Ok(value),
+            Ok(None) => Err(HookError::Skip),
+            Err(err) => Err(HookError::Fatal(Box::new(err))),
+        }
+    }
+
+    /// The `encode_sample` stage (or `preencode_sample`, when that is overridden).
+    pub(crate) fn encode_sample(
+        &self,
+        item: Item,
+        ctx: &SampleContext,
+    ) -> HookResult<Outputs<Item>> {
+        let hook = self.preencode_sample.as_ref().or(self.encode_sample.as_ref());
+        self.call_sample_hook(hook, item, ctx)
+    }
+
+    /// `postencode_sample` on one sample (of a pack, or alone).
+    pub(crate) fn postencode_sample(&self, item: Item, ctx: &SampleContext) -> HookResult<Item> {
+        match self.call_sample_hook(self.postencode_sample.as_ref(), item, ctx)? {
+            Outputs::One(item) => Ok(item),
+            Outputs::Many(_) => {
+                Err(HookError::fatal_msg("postencode_sample cannot be a generator"))
+            }
+        }
+    }
+
+    /// `hook` applied to an item (the identity without hook), with the GIL held for the call; a
+    /// generator hook's outputs come back as many.
+    pub(crate) fn call_sample_hook(
+        &self,
+        hook: Option<&Py<PyAny>>,
+        item: Item,
+        ctx: &SampleContext,
+    ) -> HookResult<Outputs<Item>> {
+        let Some(hook) = hook else { return Ok(Outputs::One(item)) };
+        self.with_gil(|conv| {
+            let arg = item_to_py(&conv, item)?;
+            self.invoke(hook, arg, ctx)?.map(|out| self.outputs(out)).transpose()
+        })
+    }
+
     /// The group of an item and the group's batch size (`None`: the loader's), from the Python
     /// `batch_group_criterion`; the group is the `repr` of what the hook returned.
     pub(crate) fn batch_group_criterion(
@@ -114,32 +218,67 @@ impl Hooks {
         let Some(hook) = &self.batch_group_criterion else {
             return Err(HookError::fatal_msg("batch_group_criterion is not overridden"));
         };
-        let res = Python::attach(|py| {
-            (|| -> PyResult<Option<(String, Option<usize>)>> {
-                let conv = Converter::new(py, self.torch)?;
-                let arg = match item {
-                    Item::Rust(sample) => sample_to_py(&conv, sample.clone(), None)?,
-                    Item::Py(obj) => obj.bind(py).clone(),
-                };
-                let kwargs = PyDict::new(py);
-                let info = ctx.worker();
-                let context =
-                    (ctx.current_sample_index(), ctx.current_batch_index(), info.seed.get());
-                kwargs.set_item("ctx", context)?;
-                let out = hook.bind(py).call((arg,), Some(&kwargs))?;
-                if !self.unless_skip(&out) {
-                    return Ok(None);
+        self.with_gil(|conv| {
+            let Some(out) = self.invoke(hook, item_ref_to_py(&conv, item)?, ctx)? else {
+                return Ok(None);
+            };
+            let (group, size): (Bound<'_, PyAny>, Option<usize>) = out.extract()?;
+            Ok(Some((group.repr()?.to_string(), size)))
+        })
+    }
+
+    /// The packs of a full packing buffer, as positions in it: the Python
+    /// `select_samples_to_pack` returns the samples of each pack, found again by identity.
+    pub(crate) fn select_samples_to_pack(
+        &self,
+        items: &[Keyed<Item>],
+        ctx: &SampleContext,
+    ) -> HookResult<Vec<Vec<usize>>> {
+        let Some(hook) = &self.select_samples_to_pack else {
+            return Err(HookError::fatal_msg("select_samples_to_pack is not overridden"));
+        };
+        self.with_gil(|conv| {
+            let list = PyList::empty(conv.py());
+            for item in items {
+                list.append(item_ref_to_py(&conv, &item.value)?)?;
+            }
+            let Some(out) = self.invoke(hook, list.clone().into_any(), ctx)? else {
+                return Ok(None);
+            };
+            let position = |sample: &Bound<'_, PyAny>| -> PyResult<usize> {
+                for (i, candidate) in list.iter().enumerate() {
+                    if candidate.is(sample) {
+                        return Ok(i);
+                    }
                 }
-                let (group, size): (Bound<'_, PyAny>, Option<usize>) = out.extract()?;
-                Ok(Some((group.repr()?.to_string(), size)))
-            })()
-            .map_err(|err| self.fail(err))
-        });
-        match res {
-            Ok(Some(group)) => Ok(group),
-            Ok(None) => Err(HookError::Skip),
-            Err(err) => Err(HookError::Fatal(Box::new(err))),
-        }
+                Err(pyo3::exceptions::PyValueError::new_err(
+                    "select_samples_to_pack returned a sample that is not in the buffer",
+                ))
+            };
+            let mut packs = Vec::new();
+            for pack in out.try_iter()? {
+                packs.push(pack?.try_iter()?.map(|s| position(&s?)).collect::<PyResult<_>>()?);
+            }
+            Ok(Some(packs))
+        })
+    }
+
+    /// The Python `pack_selected_samples` on the samples of one pack.
+    pub(crate) fn pack_selected_samples(
+        &self,
+        items: Vec<Keyed<Item>>,
+        ctx: &SampleContext,
+    ) -> HookResult<Outputs<Item>> {
+        let Some(hook) = &self.pack_selected_samples else {
+            return Err(HookError::fatal_msg("pack_selected_samples is not overridden"));
+        };
+        self.with_gil(|conv| {
+            let list = PyList::empty(conv.py());
+            for item in items {
+                list.append(item_to_py(&conv, item.value)?)?;
+            }
+            self.invoke(hook, list.into_any(), ctx)?.map(|out| self.outputs(out)).transpose()
+        })
     }
 
     /// Whether batches go through Python (`batch` or `encode_batch` overridden).
@@ -191,60 +330,6 @@ impl Hooks {
             Joiner::Function { module, name } => ("function", module, name),
         };
         Ok(make_joiner.bind(py).call1((kind, module, name, names))?.unbind())
-    }
-
-    /// The `encode_sample` stage.
-    pub(crate) fn encode_sample(
-        &self,
-        item: Item,
-        ctx: &SampleContext,
-    ) -> HookResult<Outputs<Item>> {
-        self.call_sample_hook(self.encode_sample.as_ref(), item, ctx)
-    }
-
-    /// `hook` applied to an item (the identity without hook), with the GIL held for the call.
-    ///
-    /// The hook gets the call's context as the keyword `ctx`: `(current_sample_index,
-    /// current_batch_index, worker_seed)`, which the Python side makes the task encoder's
-    /// `current_sample_index` and `current_batch_index` and from which `@stateless(restore_seeds=
-    /// True)` seeds the global random generators. A generator hook's outputs come back as the
-    /// Python side's list of many; the skip marker drops the sample; an exception that comes
-    /// through (the Python side applied the error policy already) ends the loader.
-    pub(crate) fn call_sample_hook(
-        &self,
-        hook: Option<&Py<PyAny>>,
-        item: Item,
-        ctx: &SampleContext,
-    ) -> HookResult<Outputs<Item>> {
-        let Some(hook) = hook else { return Ok(Outputs::One(item)) };
-        let res = Python::attach(|py| {
-            (|| -> PyResult<Option<Outputs<Item>>> {
-                let conv = Converter::new(py, self.torch)?;
-                let arg = item_to_py(&conv, item)?;
-                let kwargs = PyDict::new(py);
-                let info = ctx.worker();
-                let context =
-                    (ctx.current_sample_index(), ctx.current_batch_index(), info.seed.get());
-                kwargs.set_item("ctx", context)?;
-                let out = hook.bind(py).call((arg,), Some(&kwargs))?;
-                if !self.unless_skip(&out) {
-                    return Ok(None);
-                }
-                if let Some(many) = &self.many
-                    && out.is_instance(many.bind(py))?
-                {
-                    let items = out.try_iter()?.map(|o| Ok(Item::Py(o?.unbind())));
-                    return Ok(Some(Outputs::Many(items.collect::<PyResult<_>>()?)));
-                }
-                Ok(Some(Outputs::One(Item::Py(out.unbind()))))
-            })()
-            .map_err(|err| self.fail(err))
-        });
-        match res {
-            Ok(Some(outputs)) => Ok(outputs),
-            Ok(None) => Err(HookError::Skip),
-            Err(err) => Err(HookError::Fatal(Box::new(err))),
-        }
     }
 
     /// Whether a hook's result is not the skip marker.
@@ -324,5 +409,13 @@ pub(crate) fn item_to_py<'py>(conv: &Converter<'py>, item: Item) -> PyResult<Bou
     match item {
         Item::Rust(sample) => sample_to_py(conv, sample, None),
         Item::Py(obj) => Ok(obj.into_bound(conv.py())),
+    }
+}
+
+/// An item as a Python object, keeping the item (a Rust sample is copied into its dataclass).
+fn item_ref_to_py<'py>(conv: &Converter<'py>, item: &Item) -> PyResult<Bound<'py, PyAny>> {
+    match item {
+        Item::Rust(sample) => sample_to_py(conv, sample.clone(), None),
+        Item::Py(obj) => Ok(obj.bind(conv.py()).clone()),
     }
 }

@@ -230,3 +230,52 @@ def test_batch_group_criterion_batches_by_group(ref_small):
     assert {len(b) for b in batches if int(b[0]) % 2} <= {1, 2, 3}
     assert max(len(b) for b in batches if int(b[0]) % 2 == 0) == 2
     assert sorted(k for b in batches for k in b) == [f"{i:08d}" for i in range(200)]
+
+
+class Packer(energon_rs.DefaultTaskEncoder):
+    """Text packing as users write it: records to token counts, greedy packs of at most 12
+    tokens from a buffer, each pack's keys joined."""
+
+    cookers = [energon_rs.Cooker(lambda s: {"__key__": s["__key__"], "__restore_key__": (), "n": 1 + int(s["__key__"]) % 7})]
+
+    def select_samples_to_pack(self, samples):
+        packs, current, size = [], [], 0
+        for s in sorted(samples, key=lambda s: -s["n"]):
+            if size + s["n"] > 12:
+                packs.append(current)
+                current, size = [], 0
+            current.append(s)
+            size += s["n"]
+        return packs + [current]
+
+    def pack_selected_samples(self, samples):
+        return {
+            "__key__": "+".join(s["__key__"] for s in samples),
+            "__restore_key__": (),
+            "n": sum(s["n"] for s in samples),
+        }
+
+
+def test_packing_fills_packs_from_the_buffer_and_restores_mid_stream(ref_small):
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)
+
+    def loader():
+        ds = energon_rs.get_train_dataset(
+            ref_small / "jsonl" / "data.jsonl", worker_config=wc, batch_size=None,
+            packing_buffer_size=10, shuffle_buffer_size=None, max_samples_per_sequence=None,
+            task_encoder=Packer(),
+        )
+        return energon_rs.get_savable_loader(ds)
+
+    first = loader()
+    it = iter(first)
+    packs = [next(it) for _ in range(7)]
+    assert all(p["n"] <= 12 for p in packs)
+    # Every pack comes from one worker's buffer of 10: packs of one buffer cover it exactly.
+    state = first.save_state_rank()
+    rest = [next(it)["__key__"] for _ in range(12)]
+    first.close()
+    restored = loader()
+    restored.restore_state_rank(state)
+    it = iter(restored)
+    assert [next(it)["__key__"] for _ in range(12)] == rest

@@ -71,6 +71,7 @@ class _DatasetSpec:
         shuffle_over_epochs: Optional[int] = ...,
         virtual_epoch_length: int = 0,
         limit: Optional[int] = None,
+        packing_buffer_size: Optional[int] = None,
         image_decode: Optional[str] = ...,
         guess_content: bool = False,
         split_config: Optional[str] = None,

@@ -132,8 +132,6 @@ def _dataset(
 ) -> Dataset:
     if worker_config is None:
         raise ValueError("worker_config is required")
-    if packing_buffer_size is not None:
-        raise NotImplementedError("packing (packing_buffer_size) is not supported by energon_rs yet")
     decoder = task_encoder.decoder
     for name in ("auto_decode", "image_decode", "av_decode", "video_decode_audio", "handler"):
         if name in kwargs:
@@ -171,6 +169,7 @@ def _dataset(
         shuffle_over_epochs=shuffle_over_epochs,
         virtual_epoch_length=virtual_epoch_length,
         limit=limit,
+        packing_buffer_size=packing_buffer_size,
         image_decode=None if decoder is None else decoder.image_decode,
         guess_content=False if decoder is None else decoder.guess_content,
         split_config=split_config,
@@ -189,6 +188,7 @@ def _dataset(
         "shuffle_over_epochs": shuffle_over_epochs,
         "virtual_epoch_length": virtual_epoch_length,
         "limit": limit,
+        "packing_buffer_size": packing_buffer_size,
         "rank": worker_config.rank,
         "world_size": worker_config.world_size,
         "num_workers": worker_config.num_workers,

@@ -235,6 +235,24 @@ class TaskEncoder:
         """The index of the item (batch) the worker is preparing."""
         return getattr(_CONTEXT, "batch_index", 0)
 
+    def preencode_sample(self, sample: Any) -> Any:
+        """The encoding before packing, instead of `encode_sample` (only called when
+        overridden)."""
+        raise NotImplementedError
+
+    def postencode_sample(self, sample: Any) -> Any:
+        """The encoding after packing, of each sample of a pack (only called when overridden)."""
+        raise NotImplementedError
+
+    def select_samples_to_pack(self, samples: list) -> list:
+        """Groups a full packing buffer into packs: a list of lists of its samples (each at most
+        once; the others are dropped). Needed with `packing_buffer_size`."""
+        raise NotImplementedError
+
+    def pack_selected_samples(self, samples: list) -> Any:
+        """Combines the samples of one pack into one sample (or yields several)."""
+        raise NotImplementedError
+
     def batch_group_criterion(self, sample: Any) -> tuple:
         """The group of a sample and the group's batch size (`None`: the loader's): samples are
         batched with others of their group. Only called when overridden."""
@@ -310,6 +328,18 @@ def _convert(value: Any, target: type) -> Any:
 
 
 _SKIP = object()
+
+#: The hooks that run only when overridden, each with its stage.
+_HOOKS = (
+    "encode_sample",
+    "preencode_sample",
+    "postencode_sample",
+    "select_samples_to_pack",
+    "pack_selected_samples",
+    "batch_group_criterion",
+    "batch",
+    "encode_batch",
+)
 
 
 def _overridden(task_encoder: TaskEncoder, name: str) -> bool:
@@ -469,7 +499,7 @@ def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> Simple
 
     overridden = [
         name
-        for name in ("encode_sample", "batch_group_criterion", "batch", "encode_batch")
+        for name in _HOOKS
         if _overridden(task_encoder, name)
     ]
     encoder_type = type(task_encoder)
@@ -483,8 +513,7 @@ def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> Simple
         config=config,
         make_joiner=make_joiner,
         on_error=on_error,
-        encode_sample=hook("encode_sample"),
-        batch_group_criterion=hook("batch_group_criterion"),
+        **{name: hook(name) for name in _HOOKS if name not in ("batch", "encode_batch")},
         many=_Many,
         batch=hook("batch"),
         default_batch=_guard(generic_batch, worker_config),
