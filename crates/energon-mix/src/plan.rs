@@ -324,11 +324,30 @@ where
 }
 
 /// The float32 blend weight and the repetitions of a leaf.
+///
+/// A blend weight that float32 cannot hold (a normalized weight that rounds to 0, or a product
+/// past float32's range) is an error naming the leaf's node.
 fn weights(mode: BlendMode, leaf: &ResolvedLeaf, len: u64) -> Result<(f32, Option<f64>)> {
     Ok(match mode {
         // COMPAT(energon 7.4.1): task_encoder/base.py:build_train_datasets rounds the double
         // weight to float32 in the BlendDataset's tensor.
-        BlendMode::DatasetWeight | BlendMode::None => (leaf.weight.unwrap_or(1.0) as f32, None),
+        BlendMode::DatasetWeight | BlendMode::None => {
+            let weight = leaf.weight.unwrap_or(1.0);
+            let rounded = weight as f32;
+            if !(rounded.is_finite() && rounded > 0.0) {
+                return Err(Error::BadNode {
+                    file: leaf.origin.file.clone(),
+                    yaml_path: leaf.origin.yaml_path.clone(),
+                    reason: format!(
+                        "the blend weight of this dataset, normalized by the sum of its blend, \
+                         is {weight:e}, which float32 rounds to {rounded} (it holds down to \
+                         {:e}); make the weights of the blend closer to each other",
+                        f32::from_bits(1)
+                    ),
+                });
+            }
+            (rounded, None)
+        }
         BlendMode::SampleRepetitions => {
             let reps = leaf.repetitions.unwrap_or(crate::grammar::Repetitions::Int(1));
             // `len(dataset) * repetitions`: an integer product stays exact, a float one is a

@@ -311,3 +311,38 @@ fn a_worker_without_samples_cannot_train() {
     let err = plan.sample_worker(empty).unwrap_err();
     assert!(matches!(err, Error::EmptyWorker { worker, .. } if worker == empty), "{err}");
 }
+
+#[test]
+fn blend_weights_out_of_float_range_name_their_file_and_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    text_dataset(&dir.path().join("ds1"), 0..10, 10);
+    text_dataset(&dir.path().join("ds2"), 100..110, 10);
+    let blend = |name: &str, w1: &str, w2: &str| {
+        let text = format!(
+            "{V2}splits:\n  train:\n    blend:\n      - {{weight: {w1}, path: ds1}}\n      - \
+             {{weight: {w2}, path: ds2}}\n"
+        );
+        write(dir.path(), name, &text)
+    };
+    let cfg = || WorkerConfig::new(0, 1, 1).unwrap();
+    let open = |mds: &Path| -> Result<MixPlan> {
+        let split = Metadataset::load(mds)?.resolve("train", &ResolveOptions::default())?;
+        MixPlan::new(split, cfg(), MixOptions::default())
+    };
+    // The sum overflows doubles: the item that makes it overflow is named.
+    let sum = blend("sum.yaml", "1e308", "1e308");
+    let err = open(&sum).unwrap_err();
+    let Error::BadNode { file, yaml_path, reason } = &err else { panic!("{err:?}") };
+    assert_eq!((file, yaml_path.as_str()), (&sum, "splits.train.blend[1].weight"));
+    assert!(reason.contains("largest double"), "{reason}");
+    // A normalized weight float32 rounds to 0: the dataset entry is named.
+    let tiny = blend("tiny.yaml", "1.0e308", "1");
+    let err = open(&tiny).unwrap_err();
+    let Error::BadNode { file, yaml_path, reason } = &err else { panic!("{err:?}") };
+    assert_eq!((file, yaml_path.as_str()), (&tiny, "splits.train.blend[1]"));
+    assert!(reason.contains("float32 rounds to 0"), "{reason}");
+    // Large weights within range still blend.
+    let plan = open(&blend("ok.yaml", "1.0e300", "3.0e300")).unwrap();
+    let weights: Vec<f32> = plan.leaves.iter().map(|l| l.blend_weight).collect();
+    assert_eq!(weights, [0.25, 0.75]);
+}

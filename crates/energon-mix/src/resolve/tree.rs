@@ -109,7 +109,22 @@ fn resolve_node(
             };
             let inner = Inherited { subset, ..inherited.clone() };
             // Python's `sum` of the weights, left to right.
-            let sum_weight = blend.items.iter().fold(0.0, |acc, item| acc + item.weight);
+            let mut sum_weight: f64 = 0.0;
+            for item in &blend.items {
+                sum_weight += item.weight;
+                if !sum_weight.is_finite() {
+                    return Err(Error::BadNode {
+                        file: file.path.clone(),
+                        yaml_path: format!("{}.weight", item_yaml_path(&item.item)),
+                        reason: format!(
+                            "weight {} makes the blend's weights sum past the largest double \
+                             ({:e}); use smaller weights (only their ratios matter)",
+                            item.weight,
+                            f64::MAX
+                        ),
+                    });
+                }
+            }
             let mut res = Vec::new();
             for item in &blend.items {
                 let (mode, leaves) = resolve_item(mds, file, &item.item, &inner)?;
