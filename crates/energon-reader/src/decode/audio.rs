@@ -88,6 +88,9 @@ pub(crate) fn decode_audio(data: &Bytes, extension: &str) -> Result<Audio, Strin
             plane.extend_from_slice(new);
         }
     }
+    if sample_rate == 0 {
+        return Err("the audio stream has sample rate 0".to_owned());
+    }
     let channels = planes.len();
     let frames = planes.first().map_or(0, Vec::len);
     let samples = Tensor {
