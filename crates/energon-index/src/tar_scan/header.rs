@@ -14,7 +14,9 @@
 //!   start of the archive wins, since Python applies them from the inside out.
 //! - PAX global `g` headers apply `path` and `size` to every later member, but a global `size`
 //!   does not move the next header (it only does through a later `x` header), and a `g` header
-//!   does not count towards the next member's `offset`.
+//!   does not count towards the next member's `offset`, nor need a member after it (like Python,
+//!   the walk ends where the data does: a sample range can end with the `g` header that comes
+//!   before the next sample).
 //! - Data is skipped for regular files and unknown types only; directories, links, devices and
 //!   FIFOs never own data blocks, whatever their size field says.
 //! - Type `\0` with a name ending in `/` is a directory; directory names lose trailing slashes;
@@ -228,7 +230,9 @@ impl<'a> Members<'a> {
                     if let Some(size) = pax.size {
                         self.global_size = Some(size);
                     }
-                    ext.last = Some(pos);
+                    // A global header describes no member of its own: the data may end after
+                    // it, as a sample range `[idx[i], idx[i+1])` does when the header lies
+                    // before sample `i + 1` (whose offset it does not count towards).
                     pos += BLOCK + blocks.len();
                 }
                 _ => return self.finish_member(pos, block, &header, ext).map(Some),

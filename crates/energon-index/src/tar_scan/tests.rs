@@ -401,6 +401,16 @@ fn extension_header_at_the_end_is_an_error() {
     let (offset, reason) = corrupt(&tar.finish());
     assert_eq!(offset, l_at);
     assert!(reason.contains("not followed by a member"), "{reason}");
+
+    // A global header describes no member: data ending after one ends cleanly (a sample range
+    // whose next sample starts after a global header).
+    let mut tar = TarBuf::default();
+    tar.file("a.txt", b"1");
+    let g_at = tar.extension(b'g', &pax_records(&[("comment", b"hello")]));
+    let data = tar.finish();
+    let range = &data[..g_at as usize + 1024];
+    let names: Vec<String> = members(range, 0).map(|m| m.unwrap().name.into_owned()).collect();
+    assert_eq!(names, ["a.txt"]);
 }
 
 #[test]

@@ -344,3 +344,49 @@ fn an_excluded_damaged_sample_is_skipped_without_parsing_it() {
     );
     assert_eq!(open(dir.path()).read(1).unwrap(), None);
 }
+
+/// A dataset of one shard `data.tar` written with the `tar` crate by `build`, prepared by
+/// energon-index.
+fn tar_dataset(build: impl FnOnce(&mut tar::Builder<Vec<u8>>)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let mut builder = tar::Builder::new(Vec::new());
+    build(&mut builder);
+    fs::write(dir.path().join("data.tar"), builder.into_inner().unwrap()).unwrap();
+    let options = energon_index::prepare::PrepareOptions::default();
+    energon_index::prepare::prepare_dataset(dir.path(), &options, &|_| {}).unwrap();
+    dir
+}
+
+fn append_file(builder: &mut tar::Builder<Vec<u8>>, name: &str, data: &[u8]) {
+    let mut header = tar::Header::new_ustar();
+    header.set_size(data.len() as u64);
+    header.set_mode(0o644);
+    builder.append_data(&mut header, name, data).unwrap();
+}
+
+#[test]
+fn a_global_pax_header_before_a_sample_is_skipped() {
+    let global = |b: &mut tar::Builder<Vec<u8>>| {
+        let records = b"18 comment=global\n";
+        let mut header = tar::Header::new_ustar();
+        header.set_entry_type(tar::EntryType::XGlobalHeader);
+        header.set_path("pax_global_header").unwrap();
+        header.set_size(records.len() as u64);
+        header.set_cksum();
+        b.append(&header, &records[..]).unwrap();
+    };
+    // Before the first sample, and between two samples (the end of the first one's range).
+    let dir = tar_dataset(|b| {
+        global(b);
+        append_file(b, "a.txt", b"first");
+        global(b);
+        append_file(b, "b.txt", b"second");
+    });
+    let ds = open(dir.path());
+    assert_eq!(ds.len(), 2);
+    for (i, (key, data)) in [("a", "first"), ("b", "second")].into_iter().enumerate() {
+        let sample = ds.read(i as u64).unwrap().unwrap();
+        assert_eq!(sample.key, key);
+        assert_eq!(parts_of(&sample), [("txt".to_owned(), data.as_bytes().to_vec())]);
+    }
+}
