@@ -356,7 +356,8 @@ fn excluded_keys(sample_excludes: &BTreeSet<String>, shard: &str) -> FxHashSet<S
 }
 
 /// Parses the tar members in `range` (the bytes `[start, ..)` of `shard`) into a key and the
-/// parts that pass `filter`. Every matching member must share the key of the first.
+/// parts that pass `filter`. Every matching member must share the key of the first, and no part
+/// may appear twice (whether or not `filter` reads it).
 ///
 /// `Ok(None)` when `excluded(key)` holds for the key of the first member: as in the reference,
 /// the rest of an excluded sample is not parsed, so excluding a damaged sample skips it.
@@ -370,7 +371,9 @@ pub(crate) fn parse_sample(
     corrupt: impl Fn(u64, Option<&str>, String) -> Error,
 ) -> Result<Option<(String, Vec<Part>)>> {
     let mut key: Option<String> = None;
-    let mut parts = Vec::new();
+    let mut parts: Vec<Part> = Vec::new();
+    // Parts the filter leaves out, with their data offsets, to find repeated parts among them.
+    let mut filtered_out: Vec<(String, u64)> = Vec::new();
     for member in members(range, start) {
         let member = member.map_err(|e| corrupt(e.offset, key.as_deref(), e.reason))?;
         if !member.is_regular() || is_skipped(&member.name) {
@@ -400,10 +403,29 @@ pub(crate) fn parse_sample(
                 ));
             }
         }
+        // A part stored twice would leave one of its copies unread.
+        let earlier = parts
+            .iter()
+            .find(|p| p.name == part)
+            .map(|p| p.offset)
+            .or_else(|| filtered_out.iter().find(|(p, _)| p == part).map(|&(_, o)| o));
+        if let Some(earlier) = earlier {
+            return Err(corrupt(
+                member.offset,
+                key.as_deref(),
+                format!(
+                    "member {:?} appears twice in the sample: part {part:?} has data at byte \
+                     offsets {earlier} and {}",
+                    member.name, member.offset_data
+                ),
+            ));
+        }
         if filter.accepts(part) {
             let offset = member.offset_data;
             let data = shard.slice(offset as usize..offset as usize + member.data.len());
             parts.push(Part { name: part.to_owned(), offset, data });
+        } else {
+            filtered_out.push((part.to_owned(), member.offset_data));
         }
     }
     match key {

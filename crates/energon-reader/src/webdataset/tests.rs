@@ -390,3 +390,23 @@ fn a_global_pax_header_before_a_sample_is_skipped() {
         assert_eq!(parts_of(&sample), [("txt".to_owned(), data.as_bytes().to_vec())]);
     }
 }
+
+#[test]
+fn a_part_repeated_within_a_sample_is_a_corrupt_sample() {
+    let dir = tar_dataset(|b| {
+        append_file(b, "k.jpg", b"one");
+        append_file(b, "k.txt", b"text");
+        append_file(b, "k.jpg", b"two");
+        append_file(b, "m.txt", b"next");
+    });
+    let ds = open(dir.path());
+    let err = ds.read(0).unwrap_err();
+    let Error::CorruptSample { at, reason } = &err else { panic!("{err:?}") };
+    assert_eq!((at.shard.as_str(), at.key.as_deref(), at.offset), ("data.tar", Some("k"), 2048));
+    assert!(reason.contains("\"k.jpg\"") && reason.contains("twice"), "{reason}");
+    assert!(err.to_string().contains("byte offset 2048"), "{err}");
+    // Also when the part filter does not read that part; the next sample is intact.
+    let options = OpenOptions { part_filter: PartFilter::names(["txt"]), ..Default::default() };
+    assert!(WebDataset::open(dir.path(), &options).unwrap().read(0).is_err());
+    assert_eq!(ds.read(1).unwrap().unwrap().key, "m");
+}
