@@ -92,6 +92,7 @@ pub fn jsonl_offsets(path: &Path, data: &[u8]) -> Result<Vec<u64>> {
 /// ends in `.idx` and the JSONL file beside it exists, the index gets its permission bits plus
 /// owner read and write, as the reference does.
 pub fn write_jsonl_idx(idx_path: &Path, offsets: &[u64]) -> Result<()> {
+    tar_idx::check_offsets(idx_path, offsets, tar_idx::Check::Write)?;
     let jsonl = idx_path.to_str().and_then(|p| p.strip_suffix(".idx")).map(Path::new);
     fsutil::atomic_write_with_mode(
         idx_path,

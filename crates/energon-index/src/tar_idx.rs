@@ -27,12 +27,13 @@ pub fn tar_idx_path(shard: &Path) -> PathBuf {
 
 /// Writes the index of `shard` (to [`tar_idx_path`]`(shard)`), atomically through
 /// `<name>.tar.idx.tmp`, with the shard's permission bits plus owner read and write.
+///
+/// `offsets` must be what [`TarIndex::open`] accepts (at least one entry, non-decreasing), else
+/// [`Error::CorruptIndex`] naming the entry's byte offset in the index, and nothing is written.
 pub fn write_tar_idx(shard: &Path, offsets: &[u64]) -> Result<()> {
-    fsutil::atomic_write_with_mode(
-        &tar_idx_path(shard),
-        &encode_offsets(offsets),
-        fsutil::mode_like(shard),
-    )
+    let path = tar_idx_path(shard);
+    check_offsets(&path, offsets, Check::Write)?;
+    fsutil::atomic_write_with_mode(&path, &encode_offsets(offsets), fsutil::mode_like(shard))
 }
 
 /// The bytes of an offset index (`.tar.idx`, `.jsonl.idx`): little-endian `u64`s.
@@ -116,40 +117,63 @@ impl TarIndex {
 /// compares with `.info.json`).
 pub fn count_samples(path: &Path) -> Result<u64> {
     let len = fs::metadata(path).map_err(|e| Error::io("cannot stat", path, e))?.len();
-    check_len(path, len)?;
+    check_len(path, len, Check::Read)?;
     Ok(len / 8 - 1)
 }
 
 /// Decodes and validates an offset index (shared with `.jsonl.idx`).
 pub(crate) fn decode_offsets(path: &Path, bytes: &[u8]) -> Result<Vec<u64>> {
-    check_len(path, bytes.len() as u64)?;
+    check_len(path, bytes.len() as u64, Check::Read)?;
     let offsets: Vec<u64> = bytes
         .chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().expect("chunks of 8 bytes")))
         .collect();
+    check_offsets(path, &offsets, Check::Read)?;
+    Ok(offsets)
+}
+
+/// Whether an offset index is checked as read (it should be regenerated) or before writing it
+/// (it is not written).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Check {
+    Read,
+    Write,
+}
+
+impl Check {
+    fn advice(self) -> &'static str {
+        match self {
+            Check::Read => "regenerate the index with `energon prepare`",
+            Check::Write => "the index was not written",
+        }
+    }
+}
+
+/// The checks of a decoded index, also made before writing one (shared with `.jsonl.idx`): at
+/// least one entry, offsets non-decreasing.
+pub(crate) fn check_offsets(path: &Path, offsets: &[u64], check: Check) -> Result<()> {
+    check_len(path, 8 * offsets.len() as u64, check)?;
     if let Some(i) = offsets.windows(2).position(|w| w[1] < w[0]) {
         return Err(Error::CorruptIndex {
             path: path.to_path_buf(),
             offset: 8 * (i as u64 + 1),
             reason: format!(
-                "offsets decrease ({} after {}); regenerate the index with `energon prepare`",
+                "offsets decrease ({} after {}); {}",
                 offsets[i + 1],
-                offsets[i]
+                offsets[i],
+                check.advice()
             ),
         });
     }
-    Ok(offsets)
+    Ok(())
 }
 
-fn check_len(path: &Path, len: u64) -> Result<()> {
+fn check_len(path: &Path, len: u64, check: Check) -> Result<()> {
     if len == 0 || !len.is_multiple_of(8) {
         return Err(Error::CorruptIndex {
             path: path.to_path_buf(),
             offset: len - len % 8,
-            reason: format!(
-                "size {len} is not a non-zero multiple of 8 bytes; regenerate the index with \
-                 `energon prepare`"
-            ),
+            reason: format!("size {len} is not a non-zero multiple of 8 bytes; {}", check.advice()),
         });
     }
     Ok(())

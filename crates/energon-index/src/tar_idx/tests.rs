@@ -75,6 +75,25 @@ fn corrupt_indexes_are_typed_errors() {
 }
 
 #[test]
+fn indexes_the_reader_refuses_are_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let shard = dir.path().join("s.tar");
+    for (offsets, at, reason) in
+        [(&[0, 1024, 512, 2048][..], 16, "offsets decrease (512 after 1024)"), (&[], 0, "size 0")]
+    {
+        let err = write_tar_idx(&shard, offsets).unwrap_err();
+        let Error::CorruptIndex { path, offset, reason: why } = &err else { panic!("{err:?}") };
+        assert_eq!((path, *offset), (&dir.path().join("s.tar.idx"), at));
+        assert!(why.contains(reason) && why.contains("not written"), "{why}");
+        assert!(!dir.path().join("s.tar.idx").exists());
+        assert!(!dir.path().join("s.tar.idx.tmp").exists());
+    }
+    // Equal offsets (an empty member range) are what the reader accepts.
+    write_tar_idx(&shard, &[0, 512, 512]).unwrap();
+    assert_eq!(TarIndex::open(&dir.path().join("s.tar.idx")).unwrap().len(), 2);
+}
+
+#[test]
 fn single_entry_index_has_no_samples() {
     let idx = TarIndex::from_bytes(Path::new("x.tar.idx"), &encode_offsets(&[0])).unwrap();
     assert!(idx.is_empty());
