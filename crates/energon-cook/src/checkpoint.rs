@@ -355,8 +355,21 @@ impl Checkpoint {
             if state.world_size != world_size || state.num_workers.max(1) != n_local {
                 return bad(format!("rank {} has another worker configuration", state.rank));
             }
+            if state.micro_batch_size != first.micro_batch_size {
+                let size = |s: &LoaderState| {
+                    s.micro_batch_size.map_or_else(|| "none".to_owned(), |m| m.to_string())
+                };
+                return bad(format!(
+                    "rank {} was saved with micro batch size {} but rank {} with {}; \
+                     redistribution needs one micro batch size on every rank",
+                    state.rank,
+                    size(state),
+                    first.rank,
+                    size(first)
+                ));
+            }
             let differences = first.config.differences(&state.config, &ignore);
-            if !differences.is_empty() || state.micro_batch_size != first.micro_batch_size {
+            if !differences.is_empty() {
                 return Err(Error::ConfigMismatch { differences });
             }
             if state.next_worker != 0 {

@@ -257,6 +257,15 @@ fn redistribution_refuses_what_it_cannot_do() {
     let mut turned = global.clone();
     turned.ranks[1].next_worker = 1;
     assert!(bad(&turned, 4).contains("worker 1 next"));
+    let mut mixed = global.clone();
+    mixed.ranks[1].micro_batch_size = Some(8);
+    assert_eq!(
+        bad(&mixed, 4),
+        "rank 1 was saved with micro batch size 8 but rank 0 with 4; redistribution needs one \
+         micro batch size on every rank"
+    );
+    mixed.ranks[1].micro_batch_size = None;
+    assert!(bad(&mixed, 4).contains("micro batch size none but rank 0 with 4"));
     let mut other = global;
     other.ranks[1].config.insert("dataset.shards", "another dataset");
     assert!(matches!(other.redistribute(4), Err(Error::ConfigMismatch { .. })));
