@@ -28,6 +28,10 @@ pub(super) const MULTI_WARN: &str = "WARNING_SAME_KEY_IN_MULTIPLE_TAR_FILES";
 /// The dataset never changes while mounted; the kernel may cache for long.
 const TTL: Duration = Duration::from_secs(3600);
 
+/// The longest file name, in bytes, that the kernel accepts in a FUSE listing (`NAME_MAX`); one
+/// longer name fails the whole listing.
+const NAME_MAX: usize = 255;
+
 #[derive(Debug)]
 enum NodeKind {
     Dir {
@@ -55,6 +59,10 @@ pub(crate) struct Tree {
     nodes: Vec<Node>,
     by_name: FxHashMap<(u64, String), u64>,
     n_files: u64,
+    /// Files left out because a component of their path is longer than [`NAME_MAX`], and the
+    /// first of them.
+    n_too_long: u64,
+    first_too_long: Option<String>,
 }
 
 impl Tree {
@@ -67,7 +75,13 @@ impl Tree {
         };
         // Index 0 is unused: inode numbers start at 1.
         let unused = Node { name: String::new(), parent: 0, size: 0, kind: NodeKind::Marker };
-        Tree { nodes: vec![unused, root], by_name: FxHashMap::default(), n_files: 0 }
+        Tree {
+            nodes: vec![unused, root],
+            by_name: FxHashMap::default(),
+            n_files: 0,
+            n_too_long: 0,
+            first_too_long: None,
+        }
     }
 
     fn node(&self, ino: u64) -> Option<&Node> {
@@ -100,8 +114,14 @@ impl Tree {
     }
 
     /// Adds a file at `path` (its last component is the file name); a name that exists already
-    /// is left as it is (the first shard wins).
+    /// is left as it is (the first shard wins). A path with a component longer than
+    /// [`NAME_MAX`] bytes is left out (and noted), since no listing could show it.
     fn add_file(&mut self, path: &str, size: u64, kind: NodeKind) {
+        if path.split('/').any(|c| c.len() > NAME_MAX) {
+            self.n_too_long += 1;
+            self.first_too_long.get_or_insert_with(|| path.to_owned());
+            return;
+        }
         let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
         let parent = self.dir(dir);
         if name.is_empty() || self.by_name.contains_key(&(parent, name.to_owned())) {
@@ -168,6 +188,14 @@ impl Tree {
                 format!("{key}.{MULTI_WARN}")
             };
             tree.add_file(&path, 0, NodeKind::Marker);
+        }
+        if let Some(first) = &tree.first_too_long {
+            tracing::warn!(
+                "{}: left {} file(s) out of the mount, their names being longer than {NAME_MAX} \
+                 bytes (the first: {first})",
+                root.display(),
+                tree.n_too_long
+            );
         }
         Ok(tree)
     }

@@ -277,3 +277,41 @@ fn bad_mountpoints_and_datasets_are_clear_errors() {
     let err = run_err(energon().arg("mount").arg(&plain).arg(dir.join("m2")));
     assert!(err.contains("not a prepared WebDataset"), "{err}");
 }
+
+#[test]
+fn names_over_the_file_name_limit_are_left_out_with_a_warning() {
+    if !fuse_available("names_over_the_file_name_limit_are_left_out_with_a_warning") {
+        return;
+    }
+    let dir = Dir::new();
+    let ds = dir.join("ds");
+    let long_key = "k".repeat(300);
+    let members: Vec<(String, Vec<u8>)> = [
+        ("a.txt".to_owned(), b"first".to_vec()),
+        (format!("{long_key}.txt"), b"long".to_vec()),
+        ("b.txt".to_owned(), b"last".to_vec()),
+    ]
+    .into();
+    fs::create_dir_all(ds.join("shards")).unwrap();
+    energon_tests::write_tar(&ds.join("shards/a.tar"), energon_tests::TarFormat::Gnu, &members)
+        .unwrap();
+    crate::util::run_ok(energon().arg("prepare").arg(&ds).args([
+        "--no-progress",
+        "--non-interactive",
+        "--split-ratio",
+        "1,0,0",
+        "--skip-dataset-yaml",
+    ]));
+    let mnt = dir.join("mnt");
+    for (flags, listed) in [(&[][..], ["a.txt", "b.txt"]), (&["-s"][..], ["a", "b"])] {
+        let mount = Mounted::start(&ds, &mnt, flags);
+        let mut names: Vec<String> = fs::read_dir(&mnt)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, listed, "{flags:?}");
+        let stderr = mount.stop();
+        assert!(stderr.contains("left 1 file(s) out") && stderr.contains(&long_key), "{stderr}");
+    }
+}
