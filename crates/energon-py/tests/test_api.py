@@ -143,3 +143,48 @@ def test_native_stub_lists_every_native_name():
     missing = [n for n in public if n not in stub]
     assert not missing, f"_native.pyi lacks {missing}"
     assert (Path(energon_rs.__file__).parent / "py.typed").exists()
+
+
+def test_task_encoders_are_generic_and_samples_extend_and_batch():
+    import dataclasses
+
+    import numpy as np
+
+    class Encoder(energon_rs.DefaultTaskEncoder[energon_rs.CaptioningSample, dict, dict, dict]):
+        pass
+
+    assert isinstance(Encoder(), energon_rs.TaskEncoder)
+    assert energon_rs.TaskEncoder[int, int, int, int] is not None
+
+    @dataclasses.dataclass(kw_only=True)
+    class Tagged(energon_rs.TextSample):
+        tag: str
+
+    base = energon_rs.TextSample(__key__="k", __restore_key__=("Webdataset", 3), text="hi")
+    tagged = Tagged.extend(base, tag="t")
+    assert (tagged.__key__, tagged.text, tagged.tag) == ("k", "hi", "t")
+
+    @dataclasses.dataclass(kw_only=True)
+    class Pixels(energon_rs.Sample):
+        pixels: np.ndarray
+        name: str
+
+    samples = [
+        Pixels(__key__=str(i), __restore_key__=(), pixels=np.ones((i + 1, 2)), name=f"n{i}")
+        for i in range(3)
+    ]
+    batch = Pixels.from_samples(samples, name=["x"])
+    assert batch.__key__ == ["0", "1", "2"] and batch.name == ["x"]
+    assert batch.pixels.shape == (3, 3, 2) and batch.pixels[0, 1:].sum() == 0
+    assert energon_rs.batch_stack([np.ones(2), np.zeros(2)]).shape == (2, 2)
+    assert energon_rs.batch_list([1, 2]) == [1, 2]
+
+
+def test_get_loader_takes_the_deprecated_worker_config(ref_small):
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=0)
+    ds = energon_rs.get_val_dataset(ref_small, split_part="train", worker_config=wc, batch_size=4)
+    with pytest.warns(DeprecationWarning):
+        loader = energon_rs.get_loader(ds, worker_config=wc)
+    assert len(next(iter(loader)).__key__) == 4
+    with pytest.raises(ValueError), pytest.warns(DeprecationWarning):
+        energon_rs.get_loader(ds, worker_config=energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2))

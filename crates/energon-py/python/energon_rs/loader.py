@@ -414,6 +414,7 @@ def _distributed() -> Any:
 def get_loader(
     dataset: Dataset,
     *,
+    worker_config: Optional[WorkerConfig] = None,
     prefetch_factor: int = 2,
     cache_pool: Any = None,
     watchdog_timeout_seconds: Optional[float] = 60,
@@ -421,7 +422,12 @@ def get_loader(
     fail_on_timeout: bool = False,
 ) -> BasicDataLoader:
     """A loader over the dataset's pipeline with `worker_config.num_workers` Rust worker
-    threads (0: in one background thread). The watchdog arguments are accepted and ignored."""
+    threads (0: in one background thread). The watchdog arguments are accepted and ignored;
+    `worker_config` (deprecated, as in the reference) must be the dataset's."""
+    if worker_config is not None:
+        warnings.warn("get_loader's worker_config is deprecated", DeprecationWarning, stacklevel=2)
+        if worker_config != dataset.worker_config:
+            raise ValueError("worker_config must equal the dataset's")
     if cache_pool is not None:
         raise NotImplementedError("cache pools are not supported by energon_rs yet")
     return BasicDataLoader(dataset, prefetch_factor=prefetch_factor)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Optional, TypeVar, Union
+from typing import Any, Optional, Sequence, TypeVar, Union
 
 __all__ = [
     "AudioData",
@@ -74,6 +74,37 @@ class Sample:
     __subflavors__: Optional[dict[str, Any]] = None
     #: Where the sample's parts came from.
     __sources__: Optional[tuple[SourceInfo, ...]] = None
+
+    @classmethod
+    def extend(cls: type[T], src: Any, **kwargs: Any) -> T:
+        """An instance of this (derived) class with the fields of `src` and `kwargs` for the new
+        ones."""
+        base = {f.name: getattr(src, f.name) for f in dataclasses.fields(src) if f.init}
+        return cls(**{**base, **kwargs})
+
+    @classmethod
+    def from_samples(cls: type[T], samples: Sequence["Sample"], **kwargs: Any) -> T:
+        """A batch of this class from samples: each field becomes the list of the samples'
+        values (arrays and tensors zero-padded and stacked), `__sources__` flattened,
+        `__subflavors__` the samples' non-empty ones; `kwargs` override fields."""
+        from .task_encoder import _is_tensor, batch_pad_stack
+
+        args: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            if f.name in kwargs:
+                args[f.name] = kwargs[f.name]
+            elif f.name == "__sources__":
+                if any(s.__sources__ is not None for s in samples):
+                    args[f.name] = tuple(src for s in samples if s.__sources__ for src in s.__sources__)
+            elif f.name == "__subflavors__":
+                if any(s.__subflavors__ is not None for s in samples):
+                    args[f.name] = [s.__subflavors__ for s in samples if s.__subflavors__]
+            else:
+                value = [getattr(s, f.name) for s in samples]
+                if value and _is_tensor(value[0]):
+                    value = batch_pad_stack(value)
+                args[f.name] = value
+        return cls(**args)
 
     @classmethod
     def derive_from(cls: type[T], base_sample: "Sample", **kwargs: Any) -> T:

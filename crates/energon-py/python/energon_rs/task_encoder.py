@@ -42,7 +42,9 @@ __all__ = [
     "SkipSample",
     "TaskEncoder",
     "basic_sample_keys",
+    "batch_list",
     "batch_pad_stack",
+    "batch_stack",
     "cooker",
     "generic_batch",
     "stateless",
@@ -191,6 +193,23 @@ def batch_pad_stack(batch: list) -> Any:
     return out
 
 
+def batch_stack(batch: list) -> Any:
+    """Stacks equally shaped numpy arrays (or torch tensors) along a new first axis."""
+    first = batch[0]
+    if type(first).__module__ == "numpy":
+        import numpy as np
+
+        return np.stack(batch, axis=0)
+    import torch
+
+    return torch.stack(batch, dim=0)
+
+
+def batch_list(batch: list) -> Any:
+    """The batch as the list of its values."""
+    return batch
+
+
 def generic_batch(batch: list) -> Any:
     """The reference's default batching: tensors padded and stacked, dicts and dataclasses per
     field, anything else as a list."""
@@ -219,7 +238,13 @@ def generic_batch(batch: list) -> Any:
 _CONTEXT = threading.local()
 
 
-class TaskEncoder:
+T_sample = TypeVar("T_sample")
+T_encoded_sample = TypeVar("T_encoded_sample")
+T_raw_batch = TypeVar("T_raw_batch")
+T_batch = TypeVar("T_batch")
+
+
+class TaskEncoder(Generic[T_sample, T_encoded_sample, T_raw_batch, T_batch]):
     """Base class of task encoders: override `encode_sample` (also as a generator yielding
     several samples), `batch_group_criterion`, `batch`, `encode_batch`, or set `cookers` for crude
     datasets. Methods not overridden are not called (the Rust pipeline does their work)."""
@@ -284,7 +309,10 @@ class TaskEncoder:
         return cooker.cook(sample, **aux)
 
 
-class DefaultTaskEncoder(TaskEncoder):
+class DefaultTaskEncoder(
+    TaskEncoder[T_sample, T_encoded_sample, T_raw_batch, T_batch],
+    Generic[T_sample, T_encoded_sample, T_raw_batch, T_batch],
+):
     """The default task encoder: samples as read, batched by the default batching. Optional
     target types convert by field names, as in the reference."""
 
