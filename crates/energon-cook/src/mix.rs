@@ -41,6 +41,16 @@ impl<T> MixLeaf<T> {
     pub fn new(stage: BoxStage<T>) -> Self {
         MixLeaf(stage)
     }
+
+    /// The stage.
+    pub(crate) fn stage(&self) -> &BoxStage<T> {
+        &self.0
+    }
+
+    /// The stage, mutably.
+    pub(crate) fn stage_mut(&mut self) -> &mut BoxStage<T> {
+        &mut self.0
+    }
 }
 
 impl<T> Source for MixLeaf<T> {

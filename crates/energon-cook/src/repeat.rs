@@ -1,164 +1,77 @@
 //! The repeat stage: iterates its inner stage several times, or forever (the reference's
-//! `RepeatDataset`).
+//! `RepeatDataset`), as a stage of this crate over energon-mix's [`energon_mix::Repeat`], the one
+//! implementation of the repetition state machine.
+
+use energon_mix::{Source, state::RepeatState};
 
 use crate::{
+    builder::BoxStage,
     error::{Error, Result},
+    mix::MixLeaf,
     restore_key::KeyPart,
-    stage::Stage,
+    stage::{Keyed, Stage},
     state::{StageState, mismatch},
 };
 
-/// Repeats the passes of the inner stage: forever (`repeats = None`, training), or `r` times,
-/// where a fractional `r` ends with a partial pass of `floor(len_worker * frac(r))` items.
+/// Repeats the passes of the inner stage: forever (training), or `r` times, where a fractional
+/// `r` ends with a partial pass of `floor(len_worker * frac(r))` items.
 ///
-/// COMPAT(energon 7.4.1): wrappers/repeat_dataset.py:RepeatDataset. A partial pass abandons the
-/// inner stage mid-pass and the next pass of this stage *continues* it rather than restarting
-/// it (the inner state is kept); after the last repetition the counter is reset, so the next pass
-/// starts from repetition 0 again.
-pub struct Repeat<S> {
-    inner: S,
-    repeats: Option<f64>,
-    repetition: u64,
-    index: u64,
-    phase: Phase,
-    /// Consecutive inner passes without an item (infinite repetition only).
-    empty_passes: u32,
+/// COMPAT(energon 7.4.1): wrappers/repeat_dataset.py:RepeatDataset; see
+/// [`energon_mix::Repeat`] for how a partial pass continues the abandoned inner pass.
+pub struct Repeat<T> {
+    inner: energon_mix::Repeat<MixLeaf<T>>,
     worker: usize,
 }
 
-/// Where the reference's generator would be suspended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// At the top of the repetition loop.
-    Top,
-    /// Inside a pass of the inner stage, cut after `stop` items if set.
-    InPass { stop: Option<u64>, yielded: bool },
-    /// Right after the item that reached the cut of a partial pass.
-    AfterCut,
-}
-
-impl<S: Stage> Repeat<S> {
+impl<T> Repeat<T> {
     /// Repeats `inner` forever.
     ///
-    /// `worker` (the local worker id) only names the worker in errors. If two consecutive passes
-    /// of `inner` yield nothing, [`Stage::next`] fails instead of looping forever.
-    pub fn forever(inner: S, worker: usize) -> Self {
-        Repeat::with(inner, None, worker)
+    /// `worker` (the local worker id) names the worker in errors. If `inner` has no samples, or
+    /// two consecutive passes of it yield nothing, [`Stage::next`] fails instead of looping
+    /// forever.
+    pub fn forever(inner: BoxStage<T>, worker: usize) -> Self {
+        Repeat { inner: energon_mix::Repeat::forever(MixLeaf::new(inner)), worker }
     }
 
-    /// Repeats `inner` `repeats` times (a finite, non-negative number; the fraction makes a
-    /// partial last pass).
-    pub fn times(inner: S, repeats: f64, worker: usize) -> Result<Self> {
-        if !repeats.is_finite() || repeats < 0.0 {
-            return Err(Error::InvalidSetting {
-                setting: "repeats",
-                value: repeats.to_string(),
-                reason: "must be a finite number of at least 0",
-            });
-        }
-        Ok(Repeat::with(inner, Some(repeats), worker))
-    }
-
-    fn with(inner: S, repeats: Option<f64>, worker: usize) -> Self {
-        Repeat {
-            inner,
-            repeats,
-            repetition: 0,
-            index: 0,
-            phase: Phase::Top,
-            empty_passes: 0,
-            worker,
-        }
-    }
-
-    /// The inner stage.
-    pub fn inner(&self) -> &S {
-        &self.inner
+    /// Repeats `inner` `repeats` times (finite and above 0; the fraction makes a partial last
+    /// pass).
+    pub fn times(inner: BoxStage<T>, repeats: f64, worker: usize) -> Result<Self> {
+        Ok(Repeat { inner: energon_mix::Repeat::times(MixLeaf::new(inner), repeats)?, worker })
     }
 }
 
-impl<S: std::fmt::Debug> std::fmt::Debug for Repeat<S> {
+impl<T> std::fmt::Debug for Repeat<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Repeat")
-            .field("inner", &self.inner)
-            .field("repeats", &self.repeats)
-            .field("repetition", &self.repetition)
-            .field("index", &self.index)
+            .field("repeats", &self.inner.repeats())
+            .field("state", &self.inner.state())
+            .field("worker", &self.worker)
             .finish_non_exhaustive()
     }
 }
 
-impl<S: Stage> Stage for Repeat<S> {
-    type Item = S::Item;
+impl<T> Stage for Repeat<T> {
+    type Item = Keyed<T>;
 
-    fn next(&mut self) -> Result<Option<S::Item>> {
-        loop {
-            match self.phase {
-                Phase::Top => {
-                    let mut stop = None;
-                    if let Some(repeats) = self.repeats {
-                        if self.repetition as f64 >= repeats {
-                            self.repetition = 0;
-                            return Ok(None);
-                        }
-                        if self.repetition as f64 == repeats.floor() {
-                            let fraction = repeats - repeats.floor();
-                            let cut = (self.inner.len_worker() as f64 * fraction).floor() as u64;
-                            if self.index >= cut {
-                                self.repetition = 0;
-                                return Ok(None);
-                            }
-                            stop = Some(cut);
-                        }
-                    }
-                    self.phase = Phase::InPass { stop, yielded: false };
-                }
-                Phase::InPass { stop, yielded } => match self.inner.next()? {
-                    Some(item) => {
-                        self.index += 1;
-                        self.empty_passes = 0;
-                        self.phase = if stop.is_some_and(|stop| self.index >= stop) {
-                            Phase::AfterCut
-                        } else {
-                            Phase::InPass { stop, yielded: true }
-                        };
-                        return Ok(Some(item));
-                    }
-                    None => {
-                        if self.repeats.is_none() && !yielded {
-                            self.empty_passes += 1;
-                            // One empty pass is legitimate (an epoch interrupted right after its
-                            // last sample closes empty); two in a row means nothing is left.
-                            if self.empty_passes >= 2 {
-                                return Err(Error::NothingToRepeat {
-                                    worker: self.worker,
-                                    len_worker: self.inner.len_worker(),
-                                });
-                            }
-                        }
-                        self.repetition += 1;
-                        self.index = 0;
-                        self.phase = Phase::Top;
-                    }
-                },
-                Phase::AfterCut => {
-                    self.repetition += 1;
-                    self.index = 0;
-                    self.phase = Phase::Top;
-                }
+    fn next(&mut self) -> Result<Option<Keyed<T>>> {
+        self.inner.next().map_err(|err| match err {
+            Error::Mix(energon_mix::Error::NothingToRepeat { len_worker }) => {
+                Error::NothingToRepeat { worker: self.worker, len_worker }
             }
-        }
+            err => err,
+        })
     }
 
     fn len_worker(&self) -> u64 {
-        self.inner.len_worker()
+        Source::len_worker(&self.inner)
     }
 
     fn state(&self) -> Result<StageState> {
+        let RepeatState { repetition, index } = self.inner.state();
         Ok(StageState::Repeat {
-            repetition: self.repetition,
-            index: self.index,
-            inner: Box::new(self.inner.state()?),
+            repetition,
+            index,
+            inner: Box::new(self.inner.inner().stage().state()?),
         })
     }
 
@@ -166,19 +79,13 @@ impl<S: Stage> Stage for Repeat<S> {
         let StageState::Repeat { repetition, index, inner } = state else {
             return Err(mismatch("repetition", state));
         };
-        self.inner.restore(inner)?;
-        self.repetition = *repetition;
-        self.index = *index;
-        // As the reference's restored generator, continue at the top of the loop: it recomputes
-        // the cut of a partial pass from the index and continues the inner stage where its own
-        // state says. (Right after the cut item the loop ends the pass the same way.)
-        self.phase = Phase::Top;
-        self.empty_passes = 0;
+        self.inner.inner_mut().stage_mut().restore(inner)?;
+        self.inner.restore(&RepeatState { repetition: *repetition, index: *index });
         Ok(())
     }
 
-    fn restore_item(&mut self, key: &[KeyPart]) -> Result<S::Item> {
-        self.inner.restore_item(key)
+    fn restore_item(&mut self, key: &[KeyPart]) -> Result<Keyed<T>> {
+        self.inner.inner_mut().stage_mut().restore_item(key)
     }
 }
 
@@ -188,13 +95,13 @@ mod tests {
     use energon_reader::leaf::{LeafConfig, LeafIter};
 
     use super::*;
-    use crate::{LeafSource, stage::Keyed};
+    use crate::LeafSource;
 
-    fn leaf_stage(n: u64) -> impl Stage<Item = Keyed<u64>> {
+    fn leaf_stage(n: u64) -> BoxStage<u64> {
         let cfg = WorkerConfig::new(0, 1, 0).unwrap();
         let slices = shard_workers(&[n], None, &cfg, 0, None).unwrap().remove(0);
         let leaf = LeafIter::new(slices, LeafConfig::TRAIN, cfg.worker_rng(0).unwrap()).unwrap();
-        LeafSource::new(leaf, |i| Ok(Some(i)))
+        Box::new(LeafSource::new(leaf, |i| Ok(Some(i))))
     }
 
     fn pass_lengths(stage: &mut impl Stage, passes: usize) -> Vec<usize> {
@@ -222,7 +129,6 @@ mod tests {
         check(0.3, 100, &[30, 30, 30, 10, 30]);
         check(2.25, 40, &[90, 80, 80]);
         check(2.0, 10, &[20, 20]);
-        check(0.0, 10, &[0, 0]);
     }
 
     #[test]
@@ -237,14 +143,15 @@ mod tests {
 
     #[test]
     fn forever_over_nothing_fails_instead_of_looping() {
-        let mut stage = Repeat::forever(crate::FnStage::new(5, || Ok(None::<u8>)), 3);
+        let stage = crate::FnStage::new(5, || Ok(None::<Keyed<u8>>));
+        let mut stage = Repeat::forever(Box::new(stage), 3);
         let err = stage.next().unwrap_err();
         assert!(matches!(err, Error::NothingToRepeat { worker: 3, len_worker: 5 }), "{err}");
     }
 
     #[test]
     fn invalid_repetitions_are_refused() {
-        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+        for bad in [-1.0, 0.0, f64::NAN, f64::INFINITY] {
             assert!(Repeat::times(leaf_stage(3), bad, 0).is_err());
         }
     }
