@@ -166,6 +166,30 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// Another process is preparing the same dataset (it holds the prepare lock).
+    #[error(
+        "another `energon prepare` of {dataset} is running (it holds the lock {lock}); wait for it \
+         to finish and try again"
+    )]
+    Busy {
+        /// The dataset root.
+        dataset: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+    },
+    /// Two index files of one dataset disagree: the index is a mix of two prepares, or a shard
+    /// changed after prepare.
+    #[error(
+        "inconsistent index: {first} and {second} do not match: {reason}; run `energon prepare` again"
+    )]
+    Inconsistent {
+        /// One file.
+        first: PathBuf,
+        /// The file it disagrees with.
+        second: PathBuf,
+        /// What does not match, with both numbers.
+        reason: String,
+    },
     /// The index was written by a version of Energon that this crate does not read.
     #[error("{path}: unsupported index format ({found}); {advice}")]
     Incompatible {

@@ -5,6 +5,9 @@
 //! which is flushed, synced and then renamed over the destination. A reader therefore sees the
 //! old file or the complete new one, never a torn write, and a failed write leaves no temporary
 //! behind.
+//!
+//! A set of files that must change together goes through [`Staged`] instead, and `prepare` holds
+//! a [`PrepareLock`] while it writes.
 
 use std::{
     ffi::OsString,
@@ -14,6 +17,12 @@ use std::{
 };
 
 use crate::{Error, Result};
+
+mod lock;
+mod staged;
+
+pub use lock::{PREPARE_LOCK, PrepareLock};
+pub use staged::{Staged, is_tmp_name_of, process_tmp_path, remove_stale_tmp_files, write_synced};
 
 /// The temporary name used while writing `path`: `path` with `.tmp` appended
 /// (`x.tar.idx` → `x.tar.idx.tmp`, as megatron-energon names it).
@@ -129,7 +138,7 @@ impl AtomicFile {
         }
         fs::rename(&self.tmp_path, &self.path)
             .map_err(|e| Error::io("cannot rename into place", &self.path, e))?;
-        sync_parent_dir(&self.path);
+        sync_dir(&parent_dir(&self.path));
         Ok(())
     }
 
@@ -162,7 +171,7 @@ impl Drop for AtomicFile {
     }
 }
 
-fn set_mode(path: &Path, mode: u32) {
+pub(crate) fn set_mode(path: &Path, mode: u32) {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -176,22 +185,27 @@ fn set_mode(path: &Path, mode: u32) {
     }
 }
 
-/// Makes the rename durable: syncs the folder entry. Best effort, since some file systems
-/// refuse to sync a directory; the data itself was synced before the rename.
-fn sync_parent_dir(path: &Path) {
+pub(crate) fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Makes renames inside `dir` durable: syncs the folder. Best effort, since some file systems
+/// refuse to sync a folder (the failure is logged at debug level); the files themselves were
+/// synced before they were renamed.
+pub fn sync_dir(dir: &Path) {
     #[cfg(unix)]
     {
-        let parent = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        if let Ok(dir) = File::open(parent) {
-            let _ = dir.sync_all();
+        match File::open(dir).and_then(|d| d.sync_all()) {
+            Ok(()) => {}
+            Err(err) => tracing::debug!("cannot sync folder {}: {err}", dir.display()),
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = path;
+        let _ = dir;
     }
 }
 

@@ -142,8 +142,12 @@ pub fn write_info_json(path: &Path, info: &DatasetInfo) -> Result<()> {
 /// Writes the legacy `.info.yaml` atomically, as Energon keeps it in sync (`yaml.dump`, sorted
 /// keys).
 pub fn write_info_yaml(path: &Path, info: &DatasetInfo) -> Result<()> {
-    let text = yaml::dump_yaml(&info.to_value(), DumpOptions { sort_keys: true });
-    fsutil::atomic_write(path, text.as_bytes())
+    fsutil::atomic_write(path, info_yaml_bytes(info).as_bytes())
+}
+
+/// The bytes of the legacy `.info.yaml` as Energon writes them (`yaml.dump`, sorted keys).
+pub fn info_yaml_bytes(info: &DatasetInfo) -> String {
+    yaml::dump_yaml(&info.to_value(), DumpOptions { sort_keys: true })
 }
 
 /// A short name of a value's type for error messages.

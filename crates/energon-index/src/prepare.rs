@@ -1,9 +1,12 @@
 //! The `prepare` pipeline: index every shard of a WebDataset and write `.nv-meta/`.
 //!
 //! Shards are scanned in parallel (a rayon pool of `num_workers` threads); the scans stream through a
-//! bounded channel to one SQLite writer, so memory stays flat whatever the dataset size. Every output
-//! goes to a temporary file first; only when all shards were indexed successfully are the files
-//! renamed into place, so a failed prepare leaves the previous index intact.
+//! bounded channel to one SQLite writer, so memory stays flat whatever the dataset size.
+//!
+//! A prepare holds the dataset's [`fsutil::PrepareLock`], writes and syncs every output under a
+//! temporary name unique to the process, and only then renames them into place in a fixed order
+//! with `.info.json` last (see [`fsutil::Staged`]): a failed or killed prepare leaves the previous
+//! index, or a set that readers report as inconsistent, never a silent mix.
 
 use std::{
     fs,
@@ -120,32 +123,20 @@ pub fn prepare_dataset(
         });
     }
     let meta_dir = root.join(NV_META);
-    let old_info = if is_prepared(root) { Some(info::read_dataset_info(root)?) } else { None };
-
-    let shards: Vec<String> = if options.tar_index_only {
-        match &old_info {
-            Some(old) => old.shard_counts.iter().map(|(name, _)| name.clone()).collect(),
-            None => {
-                return Err(Error::NotADataset {
-                    path: root.to_owned(),
-                    reason: "--tar-index-only needs an existing .nv-meta/.info.json".into(),
-                });
-            }
-        }
-    } else {
-        let mut shards = discover::discover_shards(root)?;
+    if options.tar_index_only && !is_prepared(root) {
+        return Err(Error::NotADataset {
+            path: root.to_owned(),
+            reason: "--tar-index-only needs an existing .nv-meta/.info.json".into(),
+        });
+    }
+    let mut shards = Vec::new();
+    if !options.tar_index_only {
+        shards = discover::discover_shards(root)?;
         if let Some(pattern) = &options.exclude {
             shards = discover::apply_exclude(&shards, pattern)?;
         }
-        shards
-    };
-    if shards.is_empty() {
-        return Err(Error::NotADataset {
-            path: root.to_owned(),
-            reason: "no *.tar or *.tgz shards found".into(),
-        });
+        check_not_empty(root, &shards)?;
     }
-
     let split_parts = if options.tar_index_only {
         Vec::new()
     } else {
@@ -158,30 +149,32 @@ pub fn prepare_dataset(
     };
 
     fs::create_dir_all(&meta_dir).map_err(|e| Error::io("cannot create", &meta_dir, e))?;
-    let mut pending = Pending::default();
-    let res = index_shards(root, &meta_dir, &shards, options.num_workers, progress, &mut pending);
-    let scanned = match res {
-        Ok(scanned) => scanned,
-        Err(err) => {
-            pending.discard();
-            return Err(err);
-        }
-    };
-
-    // Everything is indexed: move the new files into place, then write the small metadata files.
-    pending.commit()?;
-    sqlite::write_index_uuid(&meta_dir)?;
-    let shard_counts: Vec<(String, u64)> =
-        shards.iter().cloned().zip(scanned.shard_counts.iter().copied()).collect();
-    let new_info = info::DatasetInfo {
-        energon_version: Some(crate::ENERGON_FORMAT_VERSION.to_owned()),
-        shard_counts,
-    };
-    info::write_info_json(&meta_dir.join(INFO_JSON), &new_info)?;
-    if meta_dir.join(INFO_YAML).is_file() {
-        // Keep a legacy info file in sync, as the reference does.
-        info::write_info_yaml(&meta_dir.join(INFO_YAML), &new_info)?;
+    // Held until the new index is in place; a second prepare of this dataset fails at once.
+    let _lock = fsutil::PrepareLock::acquire(root, &meta_dir)?;
+    if options.tar_index_only {
+        let old = info::read_dataset_info(root)?;
+        shards = old.shard_counts.iter().map(|(name, _)| name.clone()).collect();
+        check_not_empty(root, &shards)?;
     }
+    let paths: Vec<PathBuf> = shards.iter().map(|s| root.join(s)).collect();
+    remove_stale_tmp_files(&meta_dir, &paths, &options.split_config);
+
+    // Every file is written under a temporary name first. The renames then go in this order:
+    // the `.tar.idx` files, (folders synced) `index.sqlite`, `index.uuid`, the split file and a
+    // legacy `.info.yaml`, (folder synced) and `.info.json` last: that rename commits. Readers
+    // cross-check `.info.json` with each `.tar.idx` (sample counts) and each shard (size), and
+    // `index.sqlite` rows with the shards' headers, so a set cut short is reported, not mixed.
+    let mut staged = fsutil::Staged::new();
+    let idx_tmps: Vec<PathBuf> =
+        paths.iter().map(|p| staged.add(&tar_idx::tar_idx_path(p))).collect();
+    staged.barrier();
+    let db_path = meta_dir.join(INDEX_SQLITE);
+    let db_tmp = staged.add(&db_path);
+    let scanned =
+        index_shards(&db_path, &db_tmp, &shards, &paths, &idx_tmps, options.num_workers, progress)?;
+
+    let uuid_tmp = staged.add(&meta_dir.join(crate::INDEX_UUID));
+    fsutil::write_synced(&uuid_tmp, sqlite::new_index_uuid().as_bytes(), None)?;
     if !options.tar_index_only {
         let config = split::SplitConfig {
             split_parts: split_parts
@@ -190,8 +183,25 @@ pub fn prepare_dataset(
                 .collect(),
             exclude: Vec::new(),
         };
-        split::write_split_config(&meta_dir.join(&options.split_config), &config)?;
+        let text = split::split_config_bytes(&config, &options.split_config)?;
+        let split_tmp = staged.add(&meta_dir.join(&options.split_config));
+        fsutil::write_synced(&split_tmp, text.as_bytes(), None)?;
     }
+    let shard_counts: Vec<(String, u64)> =
+        shards.iter().cloned().zip(scanned.shard_counts.iter().copied()).collect();
+    let new_info = info::DatasetInfo {
+        energon_version: Some(crate::ENERGON_FORMAT_VERSION.to_owned()),
+        shard_counts,
+    };
+    if meta_dir.join(INFO_YAML).is_file() {
+        // Keep a legacy info file in sync, as the reference does.
+        let yaml_tmp = staged.add(&meta_dir.join(INFO_YAML));
+        fsutil::write_synced(&yaml_tmp, info::info_yaml_bytes(&new_info).as_bytes(), None)?;
+    }
+    staged.barrier();
+    let info_tmp = staged.add(&meta_dir.join(INFO_JSON));
+    fsutil::write_synced(&info_tmp, info::info_json_bytes(&new_info).as_bytes(), None)?;
+    staged.commit()?;
     Ok(PrepareSummary {
         shards,
         shard_counts: scanned.shard_counts,
@@ -201,26 +211,33 @@ pub fn prepare_dataset(
     })
 }
 
-/// Files written under temporary names, renamed into place only once everything succeeded.
-#[derive(Debug, Default)]
-struct Pending {
-    /// (temporary path, final path)
-    files: Vec<(PathBuf, PathBuf)>,
+fn check_not_empty(root: &Path, shards: &[String]) -> Result<()> {
+    if shards.is_empty() {
+        return Err(Error::NotADataset {
+            path: root.to_owned(),
+            reason: "no *.tar or *.tgz shards found".into(),
+        });
+    }
+    Ok(())
 }
 
-impl Pending {
-    fn discard(&mut self) {
-        for (tmp, _) in self.files.drain(..) {
-            let _ = fs::remove_file(tmp);
+/// Removes temporary files that an earlier prepare left behind when it was killed: those of the
+/// `.tar.idx` files next to `shards` and of the files of `.nv-meta/`. Called with the lock held.
+fn remove_stale_tmp_files(meta_dir: &Path, shards: &[PathBuf], split_config: &str) {
+    let mut by_dir: rustc_hash::FxHashMap<PathBuf, rustc_hash::FxHashSet<String>> =
+        rustc_hash::FxHashMap::default();
+    for shard in shards {
+        let idx = tar_idx::tar_idx_path(shard);
+        if let Some(name) = idx.file_name().and_then(|n| n.to_str()) {
+            by_dir.entry(fsutil::parent_dir(&idx)).or_default().insert(name.to_owned());
         }
     }
-
-    fn commit(&mut self) -> Result<()> {
-        for (tmp, dst) in self.files.drain(..) {
-            fs::rename(&tmp, &dst).map_err(|e| Error::io("cannot rename into place", &dst, e))?;
-        }
-        Ok(())
+    for (dir, names) in &by_dir {
+        fsutil::remove_stale_tmp_files(dir, names);
     }
+    let meta_names =
+        [INFO_JSON, INFO_YAML, INDEX_SQLITE, crate::INDEX_UUID, ".index.uuid", split_config];
+    fsutil::remove_stale_tmp_files(meta_dir, &meta_names.iter().map(|n| n.to_string()).collect());
 }
 
 #[derive(Debug, Default)]
@@ -231,16 +248,16 @@ struct Scanned {
 }
 
 fn index_shards(
-    root: &Path,
-    meta_dir: &Path,
+    db_path: &Path,
+    db_tmp: &Path,
     shards: &[String],
+    paths: &[PathBuf],
+    idx_tmps: &[PathBuf],
     num_workers: usize,
     progress: &(dyn Fn(Progress) + Sync),
-    pending: &mut Pending,
 ) -> Result<Scanned> {
-    let paths: Vec<PathBuf> = shards.iter().map(|s| root.join(s)).collect();
     let mut shard_bytes = Vec::with_capacity(paths.len());
-    for path in &paths {
+    for path in paths {
         let meta = fs::metadata(path).map_err(|e| Error::io("cannot open", path, e))?;
         if !meta.is_file() {
             // A FIFO or device named like a shard would block or never end.
@@ -248,24 +265,15 @@ fn index_shards(
         }
         shard_bytes.push(meta.len());
     }
-    progress(Progress::Start { n_shards: shards.len(), n_bytes: shard_bytes.iter().sum() });
+    progress(Progress::Start { n_shards: paths.len(), n_bytes: shard_bytes.iter().sum() });
 
-    // Register the temporary names first, so that they are cleaned up whatever fails.
-    for path in &paths {
-        let idx = tar_idx::tar_idx_path(path);
-        pending.files.push((fsutil::tmp_path(&idx), idx));
-    }
-    let db_path = meta_dir.join(INDEX_SQLITE);
-    let db_tmp = fsutil::tmp_path(&db_path);
-    let _ = fs::remove_file(&db_tmp);
-    pending.files.push((db_tmp.clone(), db_path.clone()));
-
-    let mut writer = sqlite::SqliteIndexWriter::create(&db_tmp)?;
+    let _ = fs::remove_file(db_tmp);
+    let mut writer = sqlite::SqliteIndexWriter::create(db_tmp)?;
     if db_path.is_file() {
-        writer.copy_media_tables_from(&db_path)?;
+        writer.copy_media_tables_from(db_path)?;
     }
-    let n_workers = num_workers.clamp(1, shards.len());
-    let mut scanned = Scanned { shard_counts: vec![0; shards.len()], ..Scanned::default() };
+    let n_workers = num_workers.clamp(1, paths.len());
+    let mut scanned = Scanned { shard_counts: vec![0; paths.len()], ..Scanned::default() };
     // Workers take shards in order from a shared counter and stream their scans to this thread,
     // the single SQLite writer; the bounded channel keeps memory flat.
     let next_shard = AtomicUsize::new(0);
@@ -275,14 +283,14 @@ fn index_shards(
         let mut workers = Vec::with_capacity(n_workers);
         for _ in 0..n_workers {
             let tx = tx.clone();
-            let (paths, next_shard, cancelled) = (&paths, &next_shard, &cancelled);
+            let (next_shard, cancelled) = (&next_shard, &cancelled);
             workers.push(scope.spawn(move || -> Result<(), (usize, Error)> {
                 loop {
                     let i = next_shard.fetch_add(1, Ordering::Relaxed);
                     if i >= paths.len() || cancelled.load(Ordering::Relaxed) {
                         return Ok(());
                     }
-                    let res = scan_one(&paths[i]);
+                    let res = scan_one(&paths[i], &idx_tmps[i]);
                     let scan = match res {
                         Ok(scan) => scan,
                         Err(err) => {
@@ -356,19 +364,13 @@ fn record_shard(
     Ok(())
 }
 
-fn scan_one(path: &Path) -> Result<ShardScan> {
+fn scan_one(path: &Path, idx_tmp: &Path) -> Result<ShardScan> {
     // `scan_shard` reports a shard without samples as `EmptyShard`.
     let scan = tar_scan::scan_shard(path)?;
-    let idx_tmp = fsutil::tmp_path(&tar_idx::tar_idx_path(path));
-    write_offsets(&idx_tmp, &scan.offsets(), path)?;
+    let offsets = scan.offsets();
+    tar_idx::check_offsets(idx_tmp, &offsets, tar_idx::Check::Write)?;
+    fsutil::write_synced(idx_tmp, &tar_idx::encode_offsets(&offsets), fsutil::mode_like(path))?;
     Ok(scan)
-}
-
-fn write_offsets(tmp: &Path, offsets: &[u64], shard: &Path) -> Result<()> {
-    fs::write(tmp, tar_idx::encode_offsets(offsets))
-        .map_err(|e| Error::io("cannot write", tmp, e))?;
-    fsutil::copy_permissions_or_user_rw(shard, tmp);
-    Ok(())
 }
 
 /// Prepares a JSONL dataset: writes `<file>.jsonl.idx` and returns the number of records.
@@ -377,3 +379,6 @@ pub fn prepare_jsonl(path: &Path) -> Result<u64> {
     jsonl_idx::write_jsonl_idx(&jsonl_idx::jsonl_idx_path(path), &offsets)?;
     Ok(offsets.len().saturating_sub(1) as u64)
 }
+
+#[cfg(test)]
+mod tests;

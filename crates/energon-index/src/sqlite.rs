@@ -22,7 +22,7 @@ mod writer;
 mod tests;
 
 pub use dump::dump_canonical;
-pub use index_uuid::{read_index_uuid, write_index_uuid};
+pub use index_uuid::{new_index_uuid, read_index_uuid, write_index_uuid};
 pub use reader::{
     EntryInfo, MediaMetadata, PartLocation, PartRow, SampleLocation, SampleRow, SchemaVersion,
     SqliteIndex,

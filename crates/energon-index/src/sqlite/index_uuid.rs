@@ -15,7 +15,7 @@ use crate::{Error, INDEX_UUID, Result};
 /// The UUID is the cache key of metadataset join indexes: a new one invalidates them. It is the
 /// only randomness in preparation and never affects data order.
 pub fn write_index_uuid(nv_meta_dir: &Path) -> Result<String> {
-    let uuid = uuid::Uuid::new_v4().hyphenated().to_string();
+    let uuid = new_index_uuid();
     let path = nv_meta_dir.join(INDEX_UUID);
     let tmp = nv_meta_dir.join(format!(".{INDEX_UUID}.{}.tmp", std::process::id()));
     let write = || -> std::io::Result<()> {
@@ -31,6 +31,11 @@ pub fn write_index_uuid(nv_meta_dir: &Path) -> Result<String> {
         return Err(Error::io("cannot write", path, e));
     }
     Ok(uuid)
+}
+
+/// A fresh random UUID (version 4, 36 characters, lowercase), the content of `index.uuid`.
+pub fn new_index_uuid() -> String {
+    uuid::Uuid::new_v4().hyphenated().to_string()
 }
 
 /// Reads `<nv_meta_dir>/index.uuid` verbatim (no trimming: the content enters join-index hashes

@@ -1,0 +1,168 @@
+//! [`Staged`]: a set of files written under temporary names and renamed into place in a fixed
+//! order, so that the last rename commits the set.
+//!
+//! Every temporary name is unique to the process (`<name>.<pid>.tmp`, see [`process_tmp_path`]),
+//! so a stale temporary left by a killed process is never written into by another one. Files are
+//! synced before they are renamed; [`Staged::barrier`] marks that every rename before it must be
+//! durable (its folder synced) before any rename after it is made, which keeps the order of the
+//! renames across a power loss.
+
+use std::{
+    ffi::OsString,
+    fs::{self, File},
+    io::Write as _,
+    path::{Path, PathBuf},
+};
+
+use rustc_hash::FxHashSet;
+
+use super::{parent_dir, set_mode, sync_dir};
+use crate::{Error, Result};
+
+/// The temporary name used by this process while writing `path`: `path` with `.<pid>.tmp`
+/// appended (`x.tar.idx` → `x.tar.idx.4242.tmp`).
+pub fn process_tmp_path(path: &Path) -> PathBuf {
+    let mut name = OsString::from(path.as_os_str());
+    name.push(format!(".{}.tmp", std::process::id()));
+    PathBuf::from(name)
+}
+
+/// Whether `name` is a temporary name of `base` as written by any process: `<base>.tmp`
+/// ([`super::tmp_path`]) or `<base>.<digits>.tmp` ([`process_tmp_path`]).
+pub fn is_tmp_name_of(name: &str, base: &str) -> bool {
+    let Some(rest) = name.strip_prefix(base).and_then(|r| r.strip_suffix(".tmp")) else {
+        return false;
+    };
+    rest.is_empty()
+        || rest
+            .strip_prefix('.')
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Writes `bytes` to a new file at `path` (replacing a stale one), syncs it to disk and gives it
+/// the Unix permission bits `mode` when set.
+pub fn write_synced(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<()> {
+    let mut file = File::create(path).map_err(|e| Error::io("cannot create", path, e))?;
+    file.write_all(bytes).map_err(|e| Error::io("cannot write", path, e))?;
+    file.sync_all().map_err(|e| Error::io("cannot sync", path, e))?;
+    drop(file);
+    if let Some(mode) = mode {
+        set_mode(path, mode);
+    }
+    Ok(())
+}
+
+/// Files written under temporary names that replace their destinations only on
+/// [`Staged::commit`], in the order they were added.
+///
+/// Dropping it uncommitted (an error path, a panic) removes every temporary file that was not
+/// renamed yet.
+#[derive(Debug, Default)]
+pub struct Staged {
+    /// (temporary path, destination) in commit order.
+    files: Vec<(PathBuf, PathBuf)>,
+    /// Positions in `files` before which all earlier renames are made durable.
+    barriers: Vec<usize>,
+    /// How many files have been renamed into place.
+    committed: usize,
+}
+
+impl Staged {
+    /// An empty set.
+    pub fn new() -> Self {
+        Staged::default()
+    }
+
+    /// Registers `dst` and returns the temporary path to write it to (see [`process_tmp_path`]).
+    /// The caller writes and syncs the temporary file (for example with [`write_synced`]).
+    pub fn add(&mut self, dst: &Path) -> PathBuf {
+        let tmp = process_tmp_path(dst);
+        self.files.push((tmp.clone(), dst.to_path_buf()));
+        tmp
+    }
+
+    /// Every file added so far is renamed, and its folder synced, before any file added later
+    /// is renamed.
+    pub fn barrier(&mut self) {
+        self.barriers.push(self.files.len());
+    }
+
+    /// Number of files registered.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether no file is registered.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Renames every temporary file over its destination in order, syncing the folders of the
+    /// renamed files at each barrier and at the end.
+    ///
+    /// A failing rename stops the commit: files before it are in place, the temporary files of
+    /// the rest are removed, and the error says how many were replaced.
+    pub fn commit(mut self) -> Result<()> {
+        let mut dirs: FxHashSet<PathBuf> = FxHashSet::default();
+        let n = self.files.len();
+        for i in 0..n {
+            if self.barriers.contains(&i) {
+                sync_dirs(&mut dirs);
+            }
+            let (tmp, dst) = &self.files[i];
+            if let Err(e) = fs::rename(tmp, dst) {
+                let op = if i == 0 {
+                    "cannot rename into place (no index file was replaced)"
+                } else {
+                    "cannot rename into place (the index is now partly replaced; readers report \
+                     it as inconsistent until a prepare succeeds)"
+                };
+                return Err(Error::io(op, dst, e));
+            }
+            self.committed = i + 1;
+            dirs.insert(parent_dir(dst));
+        }
+        sync_dirs(&mut dirs);
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        for (tmp, _) in &self.files[self.committed..] {
+            // Best effort: the temporary file may never have been created.
+            let _ = fs::remove_file(tmp);
+        }
+    }
+}
+
+fn sync_dirs(dirs: &mut FxHashSet<PathBuf>) {
+    for dir in dirs.drain() {
+        sync_dir(&dir);
+    }
+}
+
+/// Removes the temporary files that any process left for the destinations `names` inside `dir`
+/// (see [`is_tmp_name_of`]). Only safe while holding the prepare lock of the dataset.
+pub fn remove_stale_tmp_files(dir: &Path, names: &FxHashSet<String>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        let Some(stem) = name.strip_suffix(".tmp") else {
+            continue;
+        };
+        let base = match stem.rsplit_once('.') {
+            Some((base, pid)) if !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) => base,
+            _ => stem,
+        };
+        if (names.contains(base) || names.contains(stem)) && entry.path().is_file() {
+            tracing::debug!("removing stale temporary file {}", entry.path().display());
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! Tests of the prepare commit: all-or-nothing replacement, the lock, stale temporary files.
+
+use std::{fs, path::Path};
+
+use super::*;
+use crate::{INDEX_UUID, fsutil::PrepareLock};
+
+/// Writes shard `parts/data-<i>.tar` with one `txt` member per key.
+fn write_shard(root: &Path, i: usize, keys: &[String]) {
+    fs::create_dir_all(root.join("parts")).unwrap();
+    let file = fs::File::create(root.join(format!("parts/data-{i}.tar"))).unwrap();
+    let mut builder = tar::Builder::new(file);
+    for key in keys {
+        let data = format!("text of {key}");
+        let mut header = tar::Header::new_ustar();
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder.append_data(&mut header, format!("{key}.txt"), data.as_bytes()).unwrap();
+    }
+    builder.finish().unwrap();
+}
+
+fn keys(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i:04}")).collect()
+}
+
+fn options() -> PrepareOptions {
+    PrepareOptions { num_workers: 2, ..PrepareOptions::default() }
+}
+
+/// Every index file of the dataset, by path relative to the root (lock file left out).
+fn index_files(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut res = Vec::new();
+    for dir in ["parts", NV_META] {
+        let mut entries: Vec<_> =
+            fs::read_dir(root.join(dir)).unwrap().map(|e| e.unwrap().path()).collect();
+        entries.sort();
+        for path in entries {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.ends_with(".tar") || name == fsutil::PREPARE_LOCK {
+                continue;
+            }
+            res.push((format!("{dir}/{name}"), fs::read(&path).unwrap()));
+        }
+    }
+    res
+}
+
+#[test]
+fn a_prepare_failing_before_the_commit_leaves_every_old_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write_shard(root, 0, &keys("a", 3));
+    write_shard(root, 1, &keys("b", 4));
+    prepare_dataset(root, &options(), &|_| {}).unwrap();
+    let before = index_files(root);
+
+    // The shards change, and the last temporary file cannot be created.
+    write_shard(root, 0, &keys("c", 5));
+    let blocker = fsutil::process_tmp_path(&root.join(NV_META).join(INFO_JSON));
+    fs::create_dir(&blocker).unwrap();
+    let err = prepare_dataset(root, &options(), &|_| {}).unwrap_err();
+    assert!(matches!(err, Error::Io { op: "cannot create", .. }), "{err}");
+    fs::remove_dir(&blocker).unwrap();
+    assert_eq!(index_files(root), before, "no file changed, no temporary file is left");
+
+    // The next prepare succeeds and replaces everything.
+    let summary = prepare_dataset(root, &options(), &|_| {}).unwrap();
+    assert_eq!(summary.shard_counts, [5, 4]);
+    let info = info::read_dataset_info(root).unwrap();
+    assert_eq!(info.count_of("parts/data-0.tar"), Some(5));
+    assert_eq!(tar_idx::count_samples(&root.join("parts/data-0.tar.idx")).unwrap(), 5);
+}
+
+#[test]
+fn a_second_prepare_fails_at_once_naming_the_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write_shard(root, 0, &keys("a", 2));
+    fs::create_dir_all(root.join(NV_META)).unwrap();
+    let lock = PrepareLock::acquire(root, &root.join(NV_META)).unwrap();
+    let err = prepare_dataset(root, &options(), &|_| {}).unwrap_err();
+    assert!(matches!(err, Error::Busy { .. }), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains(&root.display().to_string()), "{msg}");
+    assert!(msg.contains("another `energon prepare`") && msg.contains("is running"), "{msg}");
+    assert!(!root.join(NV_META).join(INFO_JSON).exists());
+    drop(lock);
+    prepare_dataset(root, &options(), &|_| {}).unwrap();
+}
+
+#[test]
+fn stale_temporary_files_of_killed_prepares_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write_shard(root, 0, &keys("a", 2));
+    fs::create_dir_all(root.join(NV_META)).unwrap();
+    let stale = [
+        "parts/data-0.tar.idx.tmp",
+        "parts/data-0.tar.idx.99999999.tmp",
+        ".nv-meta/index.sqlite.12.tmp",
+        ".nv-meta/.info.json.7.tmp",
+        ".nv-meta/.index.uuid.8.tmp",
+        ".nv-meta/split.yaml.tmp",
+    ];
+    for rel in stale {
+        fs::write(root.join(rel), b"stale").unwrap();
+    }
+    fs::write(root.join("parts/notes.7.tmp"), b"not ours").unwrap();
+    prepare_dataset(root, &options(), &|_| {}).unwrap();
+    for rel in stale {
+        assert!(!root.join(rel).exists(), "{rel} was left");
+    }
+    assert!(root.join("parts/notes.7.tmp").exists());
+    assert_eq!(fs::read_to_string(root.join(NV_META).join(INDEX_UUID)).unwrap().len(), 36);
+}
+
+#[test]
+fn staged_files_commit_in_order_and_drop_removes_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    fs::write(&a, b"old a").unwrap();
+    let mut staged = fsutil::Staged::new();
+    let tmp_a = staged.add(&a);
+    staged.barrier();
+    let tmp_b = staged.add(&b);
+    fsutil::write_synced(&tmp_a, b"new a", None).unwrap();
+    fsutil::write_synced(&tmp_b, b"new b", None).unwrap();
+    assert_eq!(staged.len(), 2);
+    drop(staged);
+    assert!(!tmp_a.exists() && !tmp_b.exists());
+    assert_eq!(fs::read(&a).unwrap(), b"old a");
+    assert!(!b.exists());
+
+    let mut staged = fsutil::Staged::new();
+    let tmp_a = staged.add(&a);
+    let tmp_b = staged.add(&b);
+    fsutil::write_synced(&tmp_a, b"new a", None).unwrap();
+    // `b`'s temporary file is missing: `a` is in place, the error says so.
+    let err = staged.commit().unwrap_err();
+    assert!(err.to_string().contains("partly replaced"), "{err}");
+    assert_eq!(fs::read(&a).unwrap(), b"new a");
+    assert!(!tmp_b.exists());
+}
+
+#[test]
+fn tmp_names_are_recognised() {
+    assert!(fsutil::is_tmp_name_of("x.tar.idx.tmp", "x.tar.idx"));
+    assert!(fsutil::is_tmp_name_of("x.tar.idx.42.tmp", "x.tar.idx"));
+    assert!(!fsutil::is_tmp_name_of("x.tar.idx.4a.tmp", "x.tar.idx"));
+    assert!(!fsutil::is_tmp_name_of("x.tar.idx", "x.tar.idx"));
+    let own = fsutil::process_tmp_path(Path::new("d/x"));
+    assert_eq!(own, Path::new(&format!("d/x.{}.tmp", std::process::id())));
+}
