@@ -17,8 +17,8 @@
 //!   that restores (`LoaderBuilder::restore_state`) into a loader yielding exactly the items
 //!   this one would have yielded next; [`Checkpoint`] writes and reads it as a versioned file
 //!   (module [`checkpoint`], format in `docs/format/checkpoint.md`).
-//! - The stages themselves ([`LeafSource`], [`Map`], [`Repeat`], [`ShuffleBuffer`],
-//!   [`Batcher`], ...) are explicit state machines ([`Stage`]) whose progress is a
+//! - The stages themselves ([`LeafSource`], map stages with the error policy, [`Repeat`],
+//!   [`ShuffleBuffer`], [`Batcher`], ...) are explicit state machines ([`Stage`]) whose progress is a
 //!   [`StageState`] (module [`state`]); items travel as [`Keyed`] values carrying the
 //!   reference's [`RestoreKey`], from which buffered items are made again on restore.
 //!
@@ -68,7 +68,6 @@ mod error;
 mod group;
 mod hook;
 mod loader;
-mod map;
 mod mix;
 mod packing;
 mod pipeline;
@@ -89,7 +88,6 @@ pub use crate::{
     error::{ConfigDifference, Error, Result},
     hook::{BoxError, HookError, HookResult, Outputs},
     loader::{Loaded, Loader, LoaderConfig},
-    map::Map,
     mix::{MixLeaf, MixLeafLoad, MixLoaderBuilder},
     policy::{ErrorPolicy, FailureStats, HookCounts},
     repeat::Repeat,
