@@ -1,6 +1,9 @@
 //! `energon lint PATH`: checks the index files, then reads and decodes every sample of every
 //! split part in parallel, and reports each bad sample with its shard, key and reason.
 //!
+//! Before reading, every shard is checked against its index files (its size against the `.tar.idx`
+//! end offset, every `index.sqlite` row against the `.tar.idx` and the tar headers).
+//!
 //! Exit status: 0 when everything reads, 1 when a problem was found (each is listed on stderr),
 //! 2 when the dataset cannot be opened at all.
 
@@ -8,7 +11,7 @@ use std::{path::PathBuf, process::ExitCode};
 
 use clap::Args;
 use energon_index::discover::{DatasetKind, classify};
-use energon_reader::lint::{check_index_files, lint_samples};
+use energon_reader::lint::{check_index_files, check_shard_rows, lint_samples};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::splits;
@@ -34,6 +37,9 @@ pub(crate) struct LintArgs {
 
 pub(crate) fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     let kind = classify(&args.path)?;
+    // Shards that do not match their index files; their samples are still read below, so that
+    // every other problem is listed too.
+    let mut n_changed = 0;
     if kind == DatasetKind::WebDataset {
         println!("Checking the index files...");
         let problems = check_index_files(&args.path)?;
@@ -53,6 +59,12 @@ pub(crate) fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
             );
             return Ok(ExitCode::from(1));
         }
+        println!("Checking the shards against their index files...");
+        let changed = check_shard_rows(&args.path)?;
+        for p in &changed {
+            eprintln!("Error in shard {}: {}", p.shard, p.error);
+        }
+        n_changed = changed.len();
     } else {
         println!(
             "{} is not a directory, therefore the index will not be checked",
@@ -108,7 +120,16 @@ pub(crate) fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
             report.problems.len()
         );
     }
+    if n_changed > 0 {
+        eprintln!(
+            "error: validation failed: {n_changed} shard(s) do not match their index files \
+             (run `energon prepare` again)"
+        );
+    }
     if failed.is_empty() {
+        if n_changed > 0 {
+            return Ok(ExitCode::from(1));
+        }
         println!("OK: {n_checked} samples read and decoded without error");
         return Ok(ExitCode::SUCCESS);
     }

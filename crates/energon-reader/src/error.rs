@@ -53,6 +53,22 @@ pub enum Error {
         /// What does not match.
         reason: String,
     },
+    /// A shard does not match its index files: it was replaced, rewritten or truncated after
+    /// prepare, or its index files come from different prepares. Reported when the shard is
+    /// first used (its size against the `.tar.idx` end offset, the keys of `index.sqlite`) and
+    /// when a sample's offset does not hold a tar header.
+    #[error(
+        "shard changed after prepare: {at}: {reason} (index {index}); run `energon prepare` again"
+    )]
+    ShardChanged {
+        /// Where: dataset, shard, the key expected there (when known), the sample index and the
+        /// byte offset at fault.
+        at: Box<SampleAt>,
+        /// The index file the shard disagrees with (`.tar.idx` or `index.sqlite`).
+        index: PathBuf,
+        /// What does not match, with both values.
+        reason: String,
+    },
     /// A sample's bytes are not what the index promised: a damaged or truncated tar member, a
     /// member whose key differs from the sample's, a range past the end of the shard.
     #[error("corrupt sample: {at}: {reason}")]
@@ -153,6 +169,7 @@ impl Error {
     pub fn sample_at(&self) -> Option<&SampleAt> {
         match self {
             Error::CorruptSample { at, .. }
+            | Error::ShardChanged { at, .. }
             | Error::Decode { at, .. }
             | Error::Field { at, .. } => Some(at),
             _ => None,

@@ -1,5 +1,6 @@
-//! Checking a whole dataset: index files against `.info.json`, then every sample of a split
-//! part read, decoded and built in parallel (what `energon lint` runs).
+//! Checking a whole dataset: index files against `.info.json`, shards against their index files
+//! ([`check_shard_rows`]), then every sample of a split part read, decoded and built in parallel
+//! (what `energon lint` runs).
 
 use std::{
     collections::BTreeSet,
@@ -11,6 +12,10 @@ use energon_index::{info::read_dataset_info, tar_idx::tar_idx_path};
 use rayon::prelude::*;
 
 use crate::{Error, Result, SampleReader, mapped::join_rel};
+
+mod rows;
+
+pub use rows::{ShardProblem, check_shard_rows};
 
 /// A shard whose `.tar.idx` does not hold the sample count `.info.json` gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,9 +108,10 @@ pub fn lint_samples(
     // A shard that cannot be opened fails every one of its samples the same way: keep one.
     let mut broken_shards = BTreeSet::new();
     problems.retain(|p| match (&p.error, p.error.shard()) {
-        (Error::MissingShard { .. } | Error::IndexMismatch { .. }, Some(shard)) => {
-            broken_shards.insert(shard.to_owned())
-        }
+        (
+            Error::MissingShard { .. } | Error::IndexMismatch { .. } | Error::ShardChanged { .. },
+            Some(shard),
+        ) => broken_shards.insert(shard.to_owned()),
         _ => true,
     });
     Ok(LintReport { n_samples: n, n_excluded: excluded.into_inner(), problems })
@@ -128,6 +134,7 @@ mod tests {
     fn the_fixture_is_clean() {
         let root = energon_tests::ref_small_dir();
         assert!(check_index_files(&root).unwrap().is_empty());
+        assert!(check_shard_rows(&root).unwrap().is_empty());
         let reader = SampleReader::open(&root, &ReaderOptions::default()).unwrap();
         let calls = AtomicU64::new(0);
         let report = lint_samples(&reader, 2, &|_| {
@@ -136,6 +143,43 @@ mod tests {
         .unwrap();
         assert_eq!((report.n_samples, report.n_excluded, report.problems.len()), (200, 0, 0));
         assert!(calls.into_inner() >= 1);
+    }
+
+    #[test]
+    fn changed_shards_are_reported_once_each_naming_the_shard() {
+        let dir = fixture_copy();
+        let shards = dir.path().join("shards");
+        // Shard 0 truncated; shard 1 replaced by shard 2 (other keys); shard 2's rows shifted.
+        let bytes = fs::read(shards.join("data-000000.tar")).unwrap();
+        fs::write(shards.join("data-000000.tar"), &bytes[..bytes.len() / 2]).unwrap();
+        fs::copy(shards.join("data-000002.tar"), shards.join("data-000001.tar")).unwrap();
+        let db = dir.path().join(".nv-meta/index.sqlite");
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute("UPDATE samples SET byte_offset = byte_offset + 512 WHERE tar_file_id = 2 AND sample_index = 7", []).unwrap();
+        drop(conn);
+        let problems = check_shard_rows(dir.path()).unwrap();
+        let shards: Vec<&str> = problems.iter().map(|p| p.shard.as_str()).collect();
+        assert_eq!(
+            shards,
+            ["shards/data-000000.tar", "shards/data-000001.tar", "shards/data-000002.tar"]
+        );
+        assert!(
+            matches!(&problems[0].error, Error::ShardChanged { reason, .. } if reason.contains("bytes but its .tar.idx ends")),
+            "{}",
+            problems[0].error
+        );
+        let msg = problems[1].error.to_string();
+        assert!(
+            msg.contains("data-000001.tar") && msg.contains("expects key \"00000050\""),
+            "{msg}"
+        );
+        let msg = problems[2].error.to_string();
+        assert!(
+            msg.contains("index.sqlite")
+                && msg.contains("data-000002.tar.idx")
+                && msg.contains("sample 7"),
+            "{msg}"
+        );
     }
 
     #[test]

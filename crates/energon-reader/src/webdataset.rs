@@ -13,8 +13,10 @@ use std::{
 
 use bytes::Bytes;
 use energon_index::{
+    INDEX_SQLITE, NV_META,
     info::{DatasetInfo, read_dataset_info},
     split::read_dataset_split,
+    sqlite::SqliteIndex,
     tar_idx::tar_idx_path,
     tar_scan::{is_skipped, members, split_key_part},
 };
@@ -65,6 +67,9 @@ pub struct WebDataset {
     starts: Vec<u64>,
     part_filter: PartFilter,
     maps: MapCache,
+    /// `.nv-meta/index.sqlite`, opened on first use; `None` when the dataset has no readable one
+    /// (the sequential reader does not need it, it only cross-checks keys with it).
+    sqlite: OnceLock<Option<SqliteIndex>>,
 }
 
 #[derive(Debug)]
@@ -72,7 +77,11 @@ struct Shard {
     name: Arc<str>,
     path: PathBuf,
     count: u64,
+    /// Position in `.info.json` (`tar_file_id` in `index.sqlite`).
+    tar_file_id: u64,
     idx: OnceLock<OffsetIndex>,
+    /// Set once the shard passed [`verify::check_shard`].
+    verified: OnceLock<()>,
     /// Keys excluded by `<shard>/<key>` entries of the split file's `exclude` list.
     excluded_keys: FxHashSet<String>,
 }
@@ -87,6 +96,8 @@ impl WebDataset {
         let info = read_dataset_info(root)?;
         let (split_path, split) = read_dataset_split(root, options.split_config.as_deref())?;
         let resolved = split.resolve(&split_path, &options.split_part, &info.shard_counts)?;
+        let tar_file_ids: rustc_hash::FxHashMap<&str, u64> =
+            info.shard_names().enumerate().map(|(i, name)| (name, i as u64)).collect();
         let shards: Vec<Shard> = resolved
             .shards
             .iter()
@@ -94,7 +105,9 @@ impl WebDataset {
                 name: Arc::from(shard.name.as_str()),
                 path: join_rel(root, &shard.name),
                 count: shard.count,
+                tar_file_id: tar_file_ids.get(shard.name.as_str()).copied().unwrap_or(u64::MAX),
                 idx: OnceLock::new(),
+                verified: OnceLock::new(),
                 excluded_keys: excluded_keys(&resolved.sample_excludes, &shard.name),
             })
             .collect();
@@ -113,6 +126,7 @@ impl WebDataset {
             starts,
             part_filter: options.part_filter.clone(),
             maps: MapCache::new(options.max_open_shards),
+            sqlite: OnceLock::new(),
         })
     }
 
@@ -195,6 +209,7 @@ impl WebDataset {
                 Error::io("cannot map", &shard.path, source)
             }
         })?;
+        self.verify(shard, idx, &data)?;
         if end > data.len() as u64 {
             return Err(corrupt(
                 start,
@@ -207,6 +222,7 @@ impl WebDataset {
             ));
         }
         let range = &data[start as usize..end as usize];
+        let idx_path = tar_idx_path(&shard.path);
         let excluded =
             |key: &str| !shard.excluded_keys.is_empty() && shard.excluded_keys.contains(key);
         let parsed = parse_sample(
@@ -220,6 +236,16 @@ impl WebDataset {
                     return Error::Index(energon_index::Error::CompressedTar {
                         path: shard.path.clone(),
                     });
+                }
+                if offset == start && key.is_none() {
+                    // The offset the index gives holds no header of a sample member.
+                    return self.shard_ref(shard, &idx_path).changed(
+                        &idx_path,
+                        None,
+                        Some(index),
+                        offset,
+                        format!("the .tar.idx points to sample {local} here, but {reason}"),
+                    );
                 }
                 corrupt(offset, key, reason)
             },
@@ -239,7 +265,7 @@ impl WebDataset {
     /// and end inside the shard. Returns every problem found.
     pub fn check_shards(&self) -> Vec<Error> {
         let mut res = Vec::new();
-        for shard in &self.shards {
+        for (shard_id, shard) in self.shards.iter().enumerate() {
             let idx = match self.shard_index(shard) {
                 Ok(idx) => idx,
                 Err(err) => {
@@ -247,8 +273,8 @@ impl WebDataset {
                     continue;
                 }
             };
-            let shard_len = match std::fs::metadata(&shard.path) {
-                Ok(meta) => meta.len(),
+            let data = match self.maps.get(shard_id, &shard.path) {
+                Ok(data) => data,
                 Err(source) => {
                     res.push(Error::MissingShard {
                         dataset: self.root.to_path_buf(),
@@ -259,6 +285,11 @@ impl WebDataset {
                     continue;
                 }
             };
+            if let Err(err) = self.verify(shard, idx, &data) {
+                res.push(err);
+                continue;
+            }
+            let shard_len = data.len() as u64;
             let mut prev = 0;
             for i in 0..idx.n_entries() {
                 let offset = idx.get(i).expect("i < n_entries");
@@ -333,6 +364,46 @@ impl WebDataset {
             ));
         }
         Ok(shard.idx.get_or_init(|| idx))
+    }
+
+    fn shard_ref<'a>(&'a self, shard: &'a Shard, idx_path: &'a Path) -> verify::ShardRef<'a> {
+        verify::ShardRef {
+            dataset: &self.root,
+            name: &shard.name,
+            idx_path,
+            tar_file_id: shard.tar_file_id,
+        }
+    }
+
+    /// The first-use check of a shard (see [`verify::check_shard`]); a shard that fails it is
+    /// checked again on the next read, so every read of it fails the same way.
+    fn verify(&self, shard: &Shard, idx: &OffsetIndex, data: &[u8]) -> Result<()> {
+        if shard.verified.get().is_some() {
+            return Ok(());
+        }
+        if data.starts_with(&[0x1f, 0x8b]) {
+            return Err(Error::Index(energon_index::Error::CompressedTar {
+                path: shard.path.clone(),
+            }));
+        }
+        let idx_path = tar_idx_path(&shard.path);
+        verify::check_shard(&self.shard_ref(shard, &idx_path), idx, data, self.sqlite())?;
+        let _ = shard.verified.set(());
+        Ok(())
+    }
+
+    fn sqlite(&self) -> Option<&SqliteIndex> {
+        self.sqlite
+            .get_or_init(|| {
+                let path = self.root.join(NV_META).join(INDEX_SQLITE);
+                if !path.is_file() {
+                    return None;
+                }
+                SqliteIndex::open(&path)
+                    .map_err(|err| tracing::debug!("not checking keys against index.sqlite: {err}"))
+                    .ok()
+            })
+            .as_ref()
     }
 
     fn idx_mismatch(&self, shard: &Shard, reason: String) -> Error {
@@ -442,4 +513,7 @@ pub(crate) fn parse_sample(
 }
 
 #[cfg(test)]
+mod changed_tests;
+#[cfg(test)]
 mod tests;
+pub(crate) mod verify;

@@ -1,6 +1,7 @@
 //! End-to-end tests of the `energon` binary: one test binary, one module per command.
 #![allow(clippy::unwrap_used)]
 
+mod changed;
 mod checkpoint;
 mod media;
 mod mount;

@@ -114,7 +114,8 @@ fn lint_passes_the_fixture_and_its_jsonl() {
     let got = run_ok(energon().arg("lint").arg(ref_small_dir()));
     assert_eq!(
         got,
-        "Checking the index files...\nChecking split part train (200 samples)...\ntrain: 200 \
+        "Checking the index files...\nChecking the shards against their index files...\n\
+         Checking split part train (200 samples)...\ntrain: 200 \
          samples read, 0 excluded, 0 failed\nSkipping empty split part val\nSkipping empty split \
          part test\nOK: 200 samples read and decoded without error\n"
     );
@@ -158,12 +159,16 @@ fn lint_reports_each_bad_sample_with_shard_key_and_reason() {
         "{stderr}"
     );
     assert!(stderr.contains("cannot decode part \"jpg\""), "{stderr}");
-    assert!(stderr.contains("shard shards/data-000003.tar, key"), "{stderr}");
     assert!(stderr.contains("- shards/data-000001.tar/00000050\n"), "{stderr}");
     assert!(stdout.contains("train: "), "{stdout}");
-    // Every failing sample of the truncated half of shard 3 is listed.
+    // The truncated shard 3 is refused as a whole, naming both sizes, and listed once.
+    assert!(
+        stderr.contains("Error in shard shards/data-000003.tar: shard changed after prepare")
+            && stderr.contains("the shard is 97280 bytes but its .tar.idx ends at byte offset"),
+        "{stderr}"
+    );
     let truncated = stderr.lines().filter(|l| l.starts_with("- shards/data-000003.tar/")).count();
-    assert!((20..=26).contains(&truncated), "{truncated}\n{stderr}");
+    assert_eq!(truncated, 1, "{stderr}");
 }
 
 #[test]

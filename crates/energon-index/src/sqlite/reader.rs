@@ -301,6 +301,22 @@ impl SqliteIndex {
         })
     }
 
+    /// The row of sample `sample_index` of shard `tar_file_id` (the lowest-key row if an old
+    /// index holds several), or `None` when there is none.
+    pub fn sample_at(&self, tar_file_id: u64, sample_index: u64) -> Result<Option<SampleRow>> {
+        self.require_samples()?;
+        let tar_id = i64::try_from(tar_file_id).unwrap_or(i64::MAX);
+        let index = i64::try_from(sample_index).unwrap_or(i64::MAX);
+        self.with_conn(|conn| {
+            conn.prepare_cached(
+                "SELECT tar_file_id, sample_key, sample_index, byte_offset, byte_size FROM samples \
+                 WHERE tar_file_id = ?1 AND sample_index = ?2 ORDER BY sample_key LIMIT 1",
+            )?
+            .query_row([tar_id, index], sample_row)
+            .optional()
+        })
+    }
+
     /// Every sample whose key occurs more than once (possible in indexes older than 7.3), ordered
     /// by key, then `tar_file_id`, then `sample_index`. Empty for a 7.3+ index.
     pub fn duplicate_keys(&self) -> Result<Vec<SampleRow>> {

@@ -167,21 +167,21 @@ fn out_of_range_is_an_error() {
 }
 
 #[test]
-fn truncated_shard_is_a_corrupt_sample_with_its_offset() {
+fn truncated_shard_is_refused_naming_both_sizes() {
     let dir = fixture_copy();
     let shard = dir.path().join("shards/data-000003.tar");
     let bytes = fs::read(&shard).unwrap();
     fs::write(&shard, &bytes[..100_000]).unwrap();
     let ds = open(dir.path());
-    // Samples wholly before the cut still read.
-    assert_eq!(ds.read(150).unwrap().unwrap().key, "00000150");
-    let err = (150..200).find_map(|i| ds.read(i).err()).unwrap();
-    let Error::CorruptSample { at, reason } = &err else { panic!("{err}") };
+    assert!(ds.read(149).is_ok());
+    // The shard is checked against its .tar.idx end offset when it is first used.
+    let err = ds.read(150).unwrap_err();
+    let Error::ShardChanged { at, index, reason } = &err else { panic!("{err}") };
     assert_eq!(at.shard, "shards/data-000003.tar");
-    assert!(at.offset < 100_000, "{err}");
-    assert!(reason.contains("past the end") || reason.contains("truncated"), "{err}");
-    let msg = err.to_string();
-    assert!(msg.contains("byte offset") && msg.contains("data-000003.tar"), "{msg}");
+    assert!(index.ends_with("data-000003.tar.idx"), "{err}");
+    assert!(reason.contains("100000 bytes") && reason.contains("188928"), "{err}");
+    assert!(ds.read(199).is_err());
+    assert_eq!(ds.check_shards().len(), 1);
 }
 
 #[test]
@@ -208,10 +208,20 @@ fn index_of_another_shard_is_detected() {
     // Shard 1's index on shard 0: same count, other offsets.
     fs::copy(shards.join("data-000001.tar.idx"), shards.join("data-000000.tar.idx")).unwrap();
     let ds = open(dir.path());
+    let err = ds.read(0).unwrap_err();
+    // index.sqlite and the .tar.idx disagree: the error names both files.
+    let Error::Index(energon_index::Error::Inconsistent { first, second, .. }) = &err else {
+        panic!("{err}")
+    };
+    assert!(first.ends_with("index.sqlite") && second.ends_with("data-000000.tar.idx"), "{err}");
+
+    // Without index.sqlite the per-read header checks still catch it.
+    fs::remove_file(dir.path().join(".nv-meta/index.sqlite")).unwrap();
+    let ds = open(dir.path());
     let errors: Vec<Error> = (0..50).filter_map(|i| ds.read(i).err()).collect();
     assert!(!errors.is_empty());
     for err in &errors {
-        assert!(matches!(err, Error::CorruptSample { .. }), "{err}");
+        assert!(matches!(err, Error::CorruptSample { .. } | Error::ShardChanged { .. }), "{err}");
     }
 }
 

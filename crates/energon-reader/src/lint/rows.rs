@@ -1,0 +1,75 @@
+//! `energon lint`'s check of the shards against their index files: each shard's size against
+//! its `.tar.idx` end offset, and every `index.sqlite` row (key, offset, size) against the
+//! `.tar.idx` and the tar header at that offset.
+
+use std::path::Path;
+
+use energon_index::{
+    INDEX_SQLITE, NV_META, info::read_dataset_info, sqlite::SqliteIndex, tar_idx::tar_idx_path,
+};
+
+use crate::{
+    Error, Result,
+    mapped::{OffsetIndex, join_rel, map_file},
+    webdataset::verify::{ShardRef, check_row, check_size},
+};
+
+/// A shard that does not match its index files.
+#[derive(Debug)]
+pub struct ShardProblem {
+    /// The shard name.
+    pub shard: String,
+    /// What does not match ([`Error::ShardChanged`] or an `Inconsistent` index error).
+    pub error: Error,
+}
+
+/// Checks every shard of the dataset at `root` against its `.tar.idx` (size) and its rows in
+/// `index.sqlite` (count, keys, offsets, sizes), reporting the first problem of each shard.
+/// Shards whose `.tar.idx` or data cannot be read are left to [`super::check_index_files`] and
+/// the sample reads. Errors only when `.info.json` or `index.sqlite` cannot be opened.
+pub fn check_shard_rows(root: &Path) -> Result<Vec<ShardProblem>> {
+    let info = read_dataset_info(root)?;
+    let db_path = root.join(NV_META).join(INDEX_SQLITE);
+    let db = if db_path.is_file() { Some(SqliteIndex::open(&db_path)?) } else { None };
+    let mut res = Vec::new();
+    for (tar_file_id, (name, _)) in info.shard_counts.iter().enumerate() {
+        let path = join_rel(root, name);
+        let idx_path = tar_idx_path(&path);
+        let (Ok(idx), Ok(data)) = (OffsetIndex::open(&idx_path), map_file(&path)) else {
+            continue;
+        };
+        let shard =
+            ShardRef { dataset: root, name, idx_path: &idx_path, tar_file_id: tar_file_id as u64 };
+        let checked = check_size(&shard, &idx, data.len() as u64)
+            .and_then(|()| db.as_ref().map_or(Ok(()), |db| check_rows(&shard, &idx, &data, db)));
+        if let Err(error) = checked {
+            res.push(ShardProblem { shard: name.clone(), error });
+        }
+    }
+    Ok(res)
+}
+
+fn check_rows(
+    shard: &ShardRef<'_>,
+    idx: &OffsetIndex,
+    data: &[u8],
+    db: &SqliteIndex,
+) -> Result<()> {
+    let rows = db.samples_of_shard(shard.tar_file_id)?;
+    let n = idx.n_entries().saturating_sub(1);
+    if rows.len() as u64 != n {
+        return Err(Error::Index(energon_index::Error::Inconsistent {
+            first: db.path().to_path_buf(),
+            second: shard.idx_path.to_path_buf(),
+            reason: format!(
+                "shard {}: index.sqlite has {} rows, the .tar.idx {n} samples",
+                shard.name,
+                rows.len()
+            ),
+        }));
+    }
+    for (i, row) in rows.iter().enumerate() {
+        check_row(shard, idx, data, db, i as u64, row)?;
+    }
+    Ok(())
+}
