@@ -3,6 +3,7 @@
 
 mod changed;
 mod checkpoint;
+mod faults;
 mod media;
 mod mount;
 mod prepare;
