@@ -89,7 +89,7 @@ fn prepare_killed_at_random_points_never_leaves_a_silently_mixed_index() {
     // The complete index of each configuration, and how long a prepare takes here (only to
     // spread the kill points over a whole run).
     // (The first run creates every `.tar.idx`; configuration 1 leaves the excluded one as it is.)
-    let mut complete = vec![Vec::new(), Vec::new()];
+    let mut complete = [Vec::new(), Vec::new()];
     let mut took = Duration::ZERO;
     for config in [0, 1, 0] {
         let start = Instant::now();
