@@ -122,6 +122,7 @@ pub struct LoaderBuilder<T, E = DefaultTaskEncoder<T>> {
     shuffle_over_epochs: Option<i64>,
     parallel_shard_iters: Option<usize>,
     max_samples_per_sequence: Option<u64>,
+    repeat: Option<bool>,
     common: Common,
 }
 
@@ -147,6 +148,7 @@ impl<T: Send + 'static> LoaderBuilder<T> {
             shuffle_over_epochs: Some(1),
             parallel_shard_iters: None,
             max_samples_per_sequence: None,
+            repeat: None,
             common: Common::default(),
         }
     }
@@ -235,6 +237,7 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
             shuffle_over_epochs: self.shuffle_over_epochs,
             parallel_shard_iters: self.parallel_shard_iters,
             max_samples_per_sequence: self.max_samples_per_sequence,
+            repeat: self.repeat,
             common: self.common,
         }
     }
@@ -298,6 +301,14 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
         self
     }
 
+    /// Whether the dataset's passes repeat forever (default: when training, as the reference's
+    /// `repeat=True`; a validation loader that repeats is the reference's `RepeatDataset` around
+    /// it). A training loader that does not repeat ends after one shuffled pass.
+    pub fn repeat(mut self, repeat: bool) -> Self {
+        self.repeat = Some(repeat);
+        self
+    }
+
     /// Cuts slices longer than 1.5 times this many samples.
     pub fn max_samples_per_sequence(mut self, max_samples_per_sequence: Option<u64>) -> Self {
         self.max_samples_per_sequence = max_samples_per_sequence;
@@ -357,6 +368,11 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
             "dataset.max_samples_per_sequence",
             format!("{:?}", self.max_samples_per_sequence),
         );
+        // Only when it is not the default, so that checkpoints saved before the setting existed
+        // still restore.
+        if let Some(repeat) = self.repeat.filter(|&r| r != self.common.settings.training) {
+            config.insert("dataset.repeat", repeat);
+        }
         for (name, store) in &self.aux {
             config.insert(format!("_aux.{name}"), store.path().display());
         }
@@ -397,7 +413,7 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
             if let Some(cooking) = &cooking {
                 stage = pipeline::cook_stage(&self.encoder, stage, cooking.clone(), &env);
             }
-            if training {
+            if self.repeat.unwrap_or(training) {
                 stage = Box::new(Repeat::forever(stage, worker));
             }
             let stage = pipeline::encode_stages(

@@ -131,6 +131,7 @@ pub(crate) struct DatasetSpec {
     virtual_epoch_length: u64,
     limit: Option<u64>,
     packing_buffer_size: Option<usize>,
+    repeat: Option<bool>,
     hooks: Arc<Hooks>,
 }
 
@@ -144,7 +145,8 @@ impl DatasetSpec {
         path, *, split_part, rank, world_size, num_workers, seed_offset = 0, training = true,
         batch_size = None, drop_last = false, shuffle_buffer_size = None,
         max_samples_per_sequence = None, parallel_shard_iters = None, shuffle_over_epochs = Some(1),
-        virtual_epoch_length = 0, limit = None, packing_buffer_size = None, image_decode = Some("torchrgb"), guess_content = false, split_config = None,
+        virtual_epoch_length = 0, limit = None, packing_buffer_size = None, repeat = None,
+        leaf = None, image_decode = Some("torchrgb"), guess_content = false, split_config = None,
         dataset_config = None, hooks = None
     ))]
     #[expect(clippy::too_many_arguments, reason = "the Python API's keyword arguments")]
@@ -166,6 +168,8 @@ impl DatasetSpec {
         virtual_epoch_length: u64,
         limit: Option<u64>,
         packing_buffer_size: Option<usize>,
+        repeat: Option<bool>,
+        leaf: Option<usize>,
         image_decode: Option<&str>,
         guess_content: bool,
         split_config: Option<String>,
@@ -192,13 +196,24 @@ impl DatasetSpec {
             };
             let options = MixOptions {
                 training,
-                repeat: true,
+                repeat: repeat.unwrap_or(true),
                 max_samples_per_sequence,
                 parallel_shard_iters,
             };
             let plan = py
                 .detach(|| {
-                    let split = resolve_path(&path, &split_part, &resolve)?;
+                    let mut split = resolve_path(&path, &split_part, &resolve)?;
+                    if let Some(leaf) = leaf {
+                        // One dataset of the split on its own (`get_val_datasets`).
+                        if leaf >= split.leaves.len() {
+                            return Err(energon_mix::Error::InvalidOption {
+                                option: "leaf",
+                                value: leaf.to_string(),
+                                reason: format!("the split has {} datasets", split.leaves.len()),
+                            });
+                        }
+                        split.leaves = vec![split.leaves.swap_remove(leaf)];
+                    }
                     MixPlan::new(split, worker_config, options)
                 })
                 .map_err(|e| to_py_err(&e))?;
@@ -241,6 +256,7 @@ impl DatasetSpec {
             virtual_epoch_length,
             limit,
             packing_buffer_size,
+            repeat,
             hooks,
         };
         // Settings are checked now (as the reference does when it builds the dataset), not at
@@ -342,6 +358,9 @@ impl DatasetSpec {
         }
         if let Some(p) = self.parallel_shard_iters {
             builder = builder.parallel_shard_iters(p);
+        }
+        if let Some(repeat) = self.repeat {
+            builder = builder.repeat(repeat);
         }
         if reader.sample_type() == "CrudeSample" {
             // COMPAT(energon 7.4.1): crude samples are cooked in a map stage of their own

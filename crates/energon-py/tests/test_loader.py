@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -300,3 +301,45 @@ def test_val_limit_stops_each_pass(ref_small, wc2):
         energon_rs.get_val_dataset(ref_small, split_part="train", worker_config=wc2, batch_size=7)
     )]
     assert first == full[:5]
+
+
+def test_a_training_dataset_without_repeat_ends_after_one_shuffled_pass(ref_small, wc2):
+    ds = energon_rs.get_train_dataset(
+        ref_small, worker_config=wc2, batch_size=None, shuffle_buffer_size=None,
+        max_samples_per_sequence=None, repeat=False,
+    )
+    loader = energon_rs.get_loader(ds)
+    keys = take_keys(loader, 10_000)
+    assert sorted(keys) == [f"{i:08d}" for i in range(200)]
+    # Shuffled like the repeating loader's first pass.
+    name = "keys-ws1-r0-nw2-bs1-sb0-s0.txt"
+    assert keys == (EXPECTED / name).read_text().split()[:200]
+
+
+def test_limit_over_repeat_gives_the_same_validation_batches_every_pass(ref_small, wc2):
+    val = energon_rs.get_val_dataset(ref_small, split_part="train", worker_config=wc2, batch_size=30)
+    ds = energon_rs.LimitDataset(energon_rs.RepeatDataset(val), 10, reset_after_epoch=True)
+    loader = energon_rs.get_loader(ds)
+    first = [keys_of(b) for b in loader]
+    second = [keys_of(b) for b in loader]
+    # 10 batches a pass: more than one pass of the data (7 batches of at most 30 per pass), and
+    # every pass starts again from the beginning.
+    assert len(first) == 10 and first == second
+    assert len(energon_rs.get_loader(val)) == 8
+
+
+def test_get_val_datasets_gives_one_pipeline_per_dataset(ref_small, wc2):
+    mds = Path(__file__).resolve().parents[2] / "energon-mix" / "tests" / "data" / "mds" / "blend.yaml"
+
+    class TextEncoder(energon_rs.DefaultTaskEncoder):
+        cookers = [energon_rs.Cooker(lambda s: energon_rs.TextSample(**energon_rs.basic_sample_keys(s), text=""))]
+
+    pairs = energon_rs.get_val_datasets(
+        mds, split_part="train", worker_config=wc2, batch_size=None, task_encoder=TextEncoder()
+    )
+    assert len(pairs) == 3
+    counts = [len(take_keys(energon_rs.get_loader(ds), 10_000)) for ds, _ in pairs]
+    assert counts == [200, 200, 100]
+    assert [source.kind for _, source in pairs] == ["webdataset", "jsonl", "webdataset"]
+    single = energon_rs.get_val_datasets(ref_small, split_part="train", worker_config=wc2, batch_size=4)
+    assert len(single) == 1 and len(single[0][0]) == 2 * 25

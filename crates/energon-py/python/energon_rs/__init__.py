@@ -48,6 +48,9 @@ from .loader import (
     get_savable_loader,
     get_train_dataset,
     get_val_dataset,
+    get_val_datasets,
+    LimitDataset,
+    RepeatDataset,
     load_dataset,
 )
 from .rng import SystemRng
@@ -147,6 +150,9 @@ __all__ = [
     "get_savable_loader",
     "get_train_dataset",
     "get_val_dataset",
+    "get_val_datasets",
+    "LimitDataset",
+    "RepeatDataset",
     "load_dataset",
     "log_exception",
     "reraise_exception",

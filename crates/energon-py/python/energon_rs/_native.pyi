@@ -72,6 +72,8 @@ class _DatasetSpec:
         virtual_epoch_length: int = 0,
         limit: Optional[int] = None,
         packing_buffer_size: Optional[int] = None,
+        repeat: Optional[bool] = None,
+        leaf: Optional[int] = None,
         image_decode: Optional[str] = ...,
         guess_content: bool = False,
         split_config: Optional[str] = None,

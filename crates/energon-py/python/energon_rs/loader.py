@@ -31,6 +31,9 @@ __all__ = [
     "get_savable_loader",
     "get_train_dataset",
     "get_val_dataset",
+    "get_val_datasets",
+    "LimitDataset",
+    "RepeatDataset",
     "load_dataset",
 ]
 
@@ -65,6 +68,13 @@ class Dataset:
         self._spec = spec
         self.worker_config = worker_config
         self._config = config
+        self._arguments: dict = {}
+
+    def _with(self, **changes: Any) -> "Dataset":
+        """The same dataset with some of its settings changed (a new pipeline)."""
+        arguments = {**self._arguments, **changes}
+        arguments["kwargs"] = dict(arguments["kwargs"])
+        return _dataset(**arguments)
 
     @property
     def sample_type(self) -> Optional[str]:
@@ -129,9 +139,13 @@ def _dataset(
     task_encoder: TaskEncoder,
     torch: bool,
     kwargs: dict,
+    repeat: Optional[bool] = None,
+    leaf: Optional[int] = None,
 ) -> Dataset:
     if worker_config is None:
         raise ValueError("worker_config is required")
+    arguments = dict(locals())
+    arguments["kwargs"] = dict(kwargs)
     decoder = task_encoder.decoder
     for name in ("auto_decode", "image_decode", "av_decode", "video_decode_audio", "handler"):
         if name in kwargs:
@@ -170,6 +184,8 @@ def _dataset(
         virtual_epoch_length=virtual_epoch_length,
         limit=limit,
         packing_buffer_size=packing_buffer_size,
+        repeat=repeat,
+        leaf=leaf,
         image_decode=None if decoder is None else decoder.image_decode,
         guess_content=False if decoder is None else decoder.guess_content,
         split_config=split_config,
@@ -189,13 +205,17 @@ def _dataset(
         "virtual_epoch_length": virtual_epoch_length,
         "limit": limit,
         "packing_buffer_size": packing_buffer_size,
+        "repeat": training if repeat is None else repeat,
+        "leaf": leaf,
         "rank": worker_config.rank,
         "world_size": worker_config.world_size,
         "num_workers": worker_config.num_workers,
         "seed_offset": worker_config.seed_offset,
         "torch": torch,
     }
-    return Dataset(spec, worker_config, config)
+    res = Dataset(spec, worker_config, config)
+    res._arguments = arguments
+    return res
 
 
 def get_train_dataset(
@@ -221,8 +241,6 @@ def get_train_dataset(
 
     `torch=True` hands tensors out as `torch.Tensor`s (sharing the Rust buffers) instead of
     numpy arrays."""
-    if not repeat:
-        raise NotImplementedError("repeat=False is not supported by energon_rs yet")
     return _dataset(
         path,
         split_part=split_part,
@@ -239,6 +257,7 @@ def get_train_dataset(
         task_encoder=task_encoder if task_encoder is not None else DefaultTaskEncoder(),
         torch=torch,
         kwargs=kwargs,
+        repeat=repeat,
     )
 
 
@@ -274,6 +293,77 @@ def get_val_dataset(
         torch=torch,
         kwargs=kwargs,
     )
+
+
+def get_val_datasets(
+    path: Union[str, os.PathLike],
+    *,
+    split_part: str = "val",
+    worker_config: WorkerConfig,
+    batch_size: Optional[int],
+    batch_drop_last: bool = False,
+    packing_buffer_size: Optional[int] = None,
+    limit: Optional[int] = None,
+    task_encoder: Optional[TaskEncoder] = None,
+    torch: bool = False,
+    **kwargs: Any,
+) -> list[tuple[Dataset, "_LeafDataset"]]:
+    """One validation pipeline per dataset of the split (for per-dataset metrics): a list of
+    `(dataset, source)`, where `source` describes the dataset as `load_dataset(...).get_datasets`
+    lists it. A metadataset's datasets keep their subflavors, auxiliary sources and joins."""
+    listed = load_dataset(path).get_datasets(training=False, split_part=split_part)
+    metadataset = isinstance(load_dataset(path), _LoadedMetadataset)
+    res = []
+    for i, entry in enumerate(listed.datasets):
+        dataset = _dataset(
+            path,
+            split_part=split_part,
+            worker_config=worker_config,
+            training=False,
+            batch_size=batch_size,
+            batch_drop_last=batch_drop_last,
+            packing_buffer_size=packing_buffer_size,
+            shuffle_buffer_size=None,
+            max_samples_per_sequence=kwargs.get("max_samples_per_sequence"),
+            virtual_epoch_length=0,
+            limit=limit,
+            shuffle_over_epochs_multiplier=None,
+            task_encoder=task_encoder if task_encoder is not None else DefaultTaskEncoder(),
+            torch=torch,
+            kwargs={k: v for k, v in kwargs.items() if k != "max_samples_per_sequence"},
+            leaf=i if metadataset else None,
+        )
+        res.append((dataset, entry.dataset))
+    return res
+
+
+def RepeatDataset(  # noqa: N802 (the reference's class name)
+    dataset: Dataset, repeats: Optional[float] = None, *, worker_config: Any = None, **kwargs: Any
+) -> Dataset:
+    """The dataset repeated forever, as the reference's `RepeatDataset` around a pipeline (a
+    validation dataset then never ends a pass unless a `LimitDataset` cuts it)."""
+    if repeats is not None:
+        raise NotImplementedError("RepeatDataset with a number of repeats is not supported by energon_rs yet")
+    if dataset.is_metadataset and not dataset._config["training"]:
+        raise NotImplementedError("RepeatDataset around a validation metadataset is not supported by energon_rs yet")
+    return dataset._with(repeat=True)
+
+
+def LimitDataset(  # noqa: N802 (the reference's class name)
+    dataset: Dataset,
+    length: int,
+    *,
+    worker_config: Any = None,
+    reset_after_epoch: bool = False,
+    **kwargs: Any,
+) -> Dataset:
+    """At most `length` items of the rank per pass (validation datasets), as the reference's
+    `LimitDataset`; each pass starts the dataset again from its beginning."""
+    if dataset._config["training"]:
+        raise NotImplementedError("LimitDataset around a training dataset is not supported by energon_rs yet (use virtual_epoch_length)")
+    if not reset_after_epoch:
+        raise NotImplementedError("LimitDataset(reset_after_epoch=False) is not supported by energon_rs yet: each pass starts the dataset again")
+    return dataset._with(limit=length)
 
 
 class BasicDataLoader:
