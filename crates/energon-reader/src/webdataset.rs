@@ -515,5 +515,7 @@ pub(crate) fn parse_sample(
 #[cfg(test)]
 mod changed_tests;
 #[cfg(test)]
+mod flip_tests;
+#[cfg(test)]
 mod tests;
 pub(crate) mod verify;
