@@ -236,7 +236,10 @@ fn reader_kind(err: &energon_reader::Error) -> Kind {
         E::Index(e) => index_kind(e),
         E::Io { source, .. } => io_kind(source),
         E::MissingShard { .. } => Kind::MissingFile,
-        E::IndexMismatch { .. } | E::CorruptSample { .. } | E::Decode { .. } => Kind::Corrupt,
+        E::IndexMismatch { .. }
+        | E::CorruptSample { .. }
+        | E::Decode { .. }
+        | E::ShardChanged { .. } => Kind::Corrupt,
         E::Field { .. } | E::Unsupported { .. } | E::OutOfRange { .. } => Kind::Config,
         E::NotFound { .. } => Kind::MissingFile,
         _ => Kind::Other,
