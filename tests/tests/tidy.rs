@@ -10,7 +10,9 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// The files under `dir` whose extension is one of `extensions` (build outputs and hidden
+/// folders left out).
+fn files_with(dir: &Path, extensions: &[&str], out: &mut Vec<PathBuf>) {
     let Ok(entries) = fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
         let path = entry.path();
@@ -19,11 +21,15 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
             continue;
         }
         if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
+            files_with(&path, extensions, out);
+        } else if path.extension().is_some_and(|e| extensions.iter().any(|x| e == *x)) {
             out.push(path);
         }
     }
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    files_with(dir, &["rs"], out);
 }
 
 fn all_rust_files() -> Vec<PathBuf> {
@@ -116,7 +122,8 @@ fn nothing_reads_outside_the_repository() {
     // A clone has nothing beside it: test data lives in `tests/fixtures/` (see its README).
     let mut files = all_rust_files();
     for dir in ["crates", "examples", "scripts", "tests"] {
-        other_files(&repo_root().join(dir), &mut files);
+        let scripts_and_data = ["sh", "py", "yaml", "yml", "md", "toml"];
+        files_with(&repo_root().join(dir), &scripts_and_data, &mut files);
     }
     let outside = format!("../{}/", "shared");
     let bad: Vec<_> = files
@@ -124,24 +131,4 @@ fn nothing_reads_outside_the_repository() {
         .filter(|p| fs::read_to_string(p).is_ok_and(|text| text.contains(&outside)))
         .collect();
     assert!(bad.is_empty(), "files that read outside the repository: {bad:#?}");
-}
-
-/// Scripts, YAML and Python files under `dir` (the data files of tests and tools).
-fn other_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = entry.file_name();
-        if name == "target" || name.to_string_lossy().starts_with('.') {
-            continue;
-        }
-        if path.is_dir() {
-            other_files(&path, out);
-        } else if path
-            .extension()
-            .is_some_and(|e| ["sh", "py", "yaml", "yml", "md", "toml"].iter().any(|x| e == *x))
-        {
-            out.push(path);
-        }
-    }
 }

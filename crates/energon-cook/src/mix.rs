@@ -406,19 +406,13 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> MixLoaderBuilder<T, E> {
         &self,
         stats: &FailureStats,
     ) -> Result<Vec<BoxStage<E::Encoded>>> {
-        self.common.check_samples(&*self.encoder)?;
-        let encoded = self.encoded_pipelines(stats)?;
-        encoded.into_iter().map(|(stage, env)| self.common.sample_outer(stage, &env)).collect()
+        self.common.sample_pipelines(&*self.encoder, self.encoded_pipelines(stats)?)
     }
 
     /// Every local worker's whole pipeline of batches, as [`MixLoaderBuilder::build_batches`]
     /// runs them; failures are counted in `stats`.
     pub fn batch_worker_pipelines(&self, stats: &FailureStats) -> Result<Vec<BoxStage<E::Output>>> {
-        let encoded = self.encoded_pipelines(stats)?;
-        encoded
-            .into_iter()
-            .map(|(stage, env)| self.common.batch_outer(&self.encoder, stage, &env))
-            .collect()
+        self.common.batch_pipelines(&self.encoder, self.encoded_pipelines(stats)?)
     }
 
     /// The loader of encoded samples (no batching).

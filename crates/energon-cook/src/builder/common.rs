@@ -96,8 +96,13 @@ impl Common {
         config
     }
 
-    /// Fails when the settings batch: a loader of samples has no batching stage.
-    pub(crate) fn check_samples<E: TaskEncoder>(&self, encoder: &E) -> Result<()> {
+    /// The workers' encoded pipelines completed for a loader of samples (steps 7 and 8); fails
+    /// when the settings batch.
+    pub(crate) fn sample_pipelines<E: TaskEncoder>(
+        &self,
+        encoder: &E,
+        encoded: Vec<(BoxStage<E::Encoded>, StageEnv)>,
+    ) -> Result<Vec<BoxStage<E::Encoded>>> {
         if self.settings.batches(encoder) {
             return Err(Error::InvalidSetting {
                 setting: "batch_size",
@@ -105,27 +110,23 @@ impl Common {
                 reason: "a loader of samples does not batch; use build_batches",
             });
         }
-        Ok(())
+        encoded
+            .into_iter()
+            .map(|(stage, env)| pipeline::outer_stages(stage, &self.settings, &env))
+            .collect()
     }
 
-    /// A worker's encoded pipeline completed for a loader of samples (steps 7 and 8).
-    pub(crate) fn sample_outer<T: Send + 'static>(
-        &self,
-        stage: BoxStage<T>,
-        env: &StageEnv,
-    ) -> Result<BoxStage<T>> {
-        pipeline::outer_stages(stage, &self.settings, env)
-    }
-
-    /// A worker's encoded pipeline completed for a loader of batches (steps 6 to 8).
-    pub(crate) fn batch_outer<E: TaskEncoder>(
+    /// The workers' encoded pipelines completed for a loader of batches (steps 6 to 8).
+    pub(crate) fn batch_pipelines<E: TaskEncoder>(
         &self,
         encoder: &Arc<E>,
-        stage: BoxStage<E::Encoded>,
-        env: &StageEnv,
-    ) -> Result<BoxStage<E::Output>> {
-        let stage = pipeline::batch_stages(encoder, stage, &self.settings, env)?;
-        pipeline::outer_stages(stage, &self.settings, env)
+        encoded: Vec<(BoxStage<E::Encoded>, StageEnv)>,
+    ) -> Result<Vec<BoxStage<E::Output>>> {
+        let batch = |(stage, env): (BoxStage<E::Encoded>, StageEnv)| {
+            let stage = pipeline::batch_stages(encoder, stage, &self.settings, &env)?;
+            pipeline::outer_stages(stage, &self.settings, &env)
+        };
+        encoded.into_iter().map(batch).collect()
     }
 
     /// Starts the loader over `pipelines`, where the saved state to restore (if any) says.

@@ -311,30 +311,23 @@ def get_val_datasets(
     """One validation pipeline per dataset of the split (for per-dataset metrics): a list of
     `(dataset, source)`, where `source` describes the dataset as `load_dataset(...).get_datasets`
     lists it. A metadataset's datasets keep their subflavors, auxiliary sources and joins."""
-    listed = load_dataset(path).get_datasets(training=False, split_part=split_part)
-    metadataset = isinstance(load_dataset(path), _LoadedMetadataset)
-    res = []
-    for i, entry in enumerate(listed.datasets):
-        dataset = _dataset(
-            path,
-            split_part=split_part,
-            worker_config=worker_config,
-            training=False,
-            batch_size=batch_size,
-            batch_drop_last=batch_drop_last,
-            packing_buffer_size=packing_buffer_size,
-            shuffle_buffer_size=None,
-            max_samples_per_sequence=kwargs.get("max_samples_per_sequence"),
-            virtual_epoch_length=0,
-            limit=limit,
-            shuffle_over_epochs_multiplier=None,
-            task_encoder=task_encoder if task_encoder is not None else DefaultTaskEncoder(),
-            torch=torch,
-            kwargs={k: v for k, v in kwargs.items() if k != "max_samples_per_sequence"},
-            leaf=i if metadataset else None,
-        )
-        res.append((dataset, entry.dataset))
-    return res
+    loaded = load_dataset(path)
+    listed = loaded.get_datasets(training=False, split_part=split_part)
+    whole = get_val_dataset(
+        path,
+        split_part=split_part,
+        worker_config=worker_config,
+        batch_size=batch_size,
+        batch_drop_last=batch_drop_last,
+        packing_buffer_size=packing_buffer_size,
+        limit=limit,
+        task_encoder=task_encoder,
+        torch=torch,
+        **kwargs,
+    )
+    if not isinstance(loaded, _LoadedMetadataset):
+        return [(whole, listed.datasets[0].dataset)]
+    return [(whole._with(leaf=i), entry.dataset) for i, entry in enumerate(listed.datasets)]
 
 
 def RepeatDataset(  # noqa: N802 (the reference's class name)
