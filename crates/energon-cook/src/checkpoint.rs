@@ -106,6 +106,9 @@ pub struct WorkerState {
 pub(crate) const RANK_KEY: &str = "worker_config.rank";
 pub(crate) const WORLD_SIZE_KEY: &str = "worker_config.world_size";
 pub(crate) const NUM_WORKERS_KEY: &str = "worker_config.num_workers";
+/// The configuration entry of how often the workers reported their state (informative: a
+/// restore may use another frequency; it bounds the items a saved state may replay).
+pub(crate) const CHECKPOINT_EVERY_KEY: &str = "_checkpoint_every";
 /// The configuration entry of the batch size (not compared: a smaller micro batch is allowed).
 pub(crate) const BATCH_SIZE_KEY: &str = "batch_size";
 
@@ -132,7 +135,23 @@ impl LoaderState {
                 ),
             });
         }
+        // Workers report their state every `checkpoint_every` items, so a saved state is never
+        // followed by that many items to replay: a larger count is damage (a replay that would
+        // never end), not progress.
+        let every = self.config.get(CHECKPOINT_EVERY_KEY).and_then(|v| v.parse::<u64>().ok());
         for (local, worker) in self.workers.iter().enumerate() {
+            if let Some(every) = every.filter(|&e| e > 0)
+                && worker.state.is_some()
+                && worker.replay >= every
+            {
+                return Err(Error::BadState {
+                    reason: format!(
+                        "worker {local} of rank {} is to replay {} items after its saved state, \
+                         but the loader saved its state every {every} items",
+                        self.rank, worker.replay
+                    ),
+                });
+            }
             if worker.global_worker_id != self.rank * n_local + local {
                 return Err(Error::BadState {
                     reason: format!(

@@ -8,7 +8,8 @@ use energon_dist::WorkerConfig;
 use crate::{
     builder::BoxStage,
     checkpoint::{
-        BATCH_SIZE_KEY, LoaderState, NUM_WORKERS_KEY, PipelineConfig, RANK_KEY, WORLD_SIZE_KEY,
+        BATCH_SIZE_KEY, CHECKPOINT_EVERY_KEY, LoaderState, NUM_WORKERS_KEY, PipelineConfig,
+        RANK_KEY, WORLD_SIZE_KEY,
     },
     context::{StageEnv, WorkerInfo},
     encoder::TaskEncoder,
@@ -90,6 +91,7 @@ impl Common {
             config.insert("limit", format!("{:?}", s.limit));
         }
         config.insert("encoder.hooks", encoder.hooks().names().join(","));
+        config.insert(CHECKPOINT_EVERY_KEY, self.checkpoint_every);
         for (key, value) in encoder.config() {
             config.insert(format!("encoder.{key}"), value);
         }

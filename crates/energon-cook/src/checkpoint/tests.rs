@@ -210,6 +210,28 @@ fn a_restore_checks_the_configuration_and_the_micro_batch() {
 }
 
 #[test]
+fn a_replay_longer_than_the_saving_interval_is_refused() {
+    let mut state = rank_state(0, 1, 2);
+    state.config.insert(CHECKPOINT_EVERY_KEY, 4);
+    let mine = state.config.clone();
+    state.workers[1].replay = 3;
+    assert_eq!(state.check_restore(&mine, Some(4)).unwrap(), 1);
+    // A hand-edited count would replay for ever.
+    state.workers[1].replay = 1_000_000_000_000_000;
+    let err = state.check_restore(&mine, Some(4)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the saved state does not fit this loader: worker 1 of rank 0 is to replay \
+         1000000000000000 items after its saved state, but the loader saved its state every 4 \
+         items"
+    );
+    // Without a saved stage state (stages that cannot save), every item since the start is
+    // replayed.
+    state.workers[1].state = None;
+    assert_eq!(state.check_restore(&mine, Some(4)).unwrap(), 1);
+}
+
+#[test]
 fn redistribution_keeps_every_worker_and_its_state() {
     let global = Checkpoint { ranks: vec![rank_state(1, 2, 2), rank_state(0, 2, 2)] };
     for (new_world, per_rank) in [(4, 1), (1, 4), (2, 2)] {
