@@ -70,7 +70,7 @@ pub type MapFn<A, B> = Arc<dyn Fn(A) -> Result<Option<B>> + Send + Sync>;
 pub type BoxStage<T> = Box<dyn Stage<Item = Keyed<T>>>;
 
 /// Builds the loader of one dataset, stage by stage as the reference's `get_train_dataset` (or
-/// `get_val_dataset`) and `get_savable_loader` do (spec 6.1):
+/// `get_val_dataset`) and `get_savable_loader` do, in the reference's stage order:
 ///
 /// 1. leaf: the worker's slices in the leaf order, each sample read and turned into a `T` by
 ///    `load` (decoding happens here, in the worker), then, for a crude dataset, cooked by the

@@ -4,9 +4,9 @@
 //! A task encoder is generic in its types: `Sample` (what loading and cooking make), `Encoded`
 //! (what `encode_sample` makes, and what packing works on), `Batch` (what `batch` makes) and
 //! `Output` (what `encode_batch` makes, what the loader hands out). Which optional hooks it
-//! implements decides which stages the pipeline has, as "overridden" does in the reference
-//! (spec 6.1); Rust cannot see overriding, so [`TaskEncoder::hooks`] says it. A hook that is
-//! not declared stands for the identity, which is only possible between equal types: building a
+//! implements decides which stages the pipeline has, as "overridden" does in the reference;
+//! Rust cannot see overriding, so [`TaskEncoder::hooks`] says it. A hook that is not declared
+//! stands for the identity, which is only possible between equal types: building a
 //! loader fails with [`Error::MissingHook`](crate::Error::MissingHook) otherwise.
 
 use std::{fmt, path::Path, sync::Arc};

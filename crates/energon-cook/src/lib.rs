@@ -6,7 +6,7 @@
 //! - [`TaskEncoder`]: the reference's hooks (`encode_sample`, packing, `batch_group_criterion`,
 //!   `batch`, `encode_batch`, cookers for crude datasets), generic in the sample and batch
 //!   types; [`Hooks`] says which optional ones exist, which decides the pipeline's stages
-//!   (spec 6.1). [`DefaultTaskEncoder`] is the reference's default. Hooks get a
+//!   (the reference's stage order). [`DefaultTaskEncoder`] is the reference's default. Hooks get a
 //!   [`SampleContext`] (`current_sample_index`, a restorable per-sample seed) and report failures
 //!   as [`HookError`]s, handled by the [`ErrorPolicy`] and counted in [`FailureStats`].
 //! - [`LoaderBuilder`] (one dataset) and [`MixLoaderBuilder`] (a metadataset) assemble one
@@ -18,8 +18,8 @@
 //!   this one would have yielded next; [`Checkpoint`] writes and reads it as a versioned file
 //!   (module [`checkpoint`], format in `docs/format/checkpoint.md`).
 //! - The stages themselves ([`LeafSource`], map stages with the error policy, [`Repeat`],
-//!   [`ShuffleBuffer`], [`Batcher`], ...) are explicit state machines ([`Stage`]) whose progress is a
-//!   [`StageState`] (module [`state`]); items travel as [`Keyed`] values carrying the
+//!   [`ShuffleBuffer`], [`Batcher`], ...) are explicit state machines ([`Stage`]) whose progress
+//!   is a [`StageState`] (module [`state`]); items travel as [`Keyed`] values carrying the
 //!   reference's [`RestoreKey`], from which buffered items are made again on restore.
 //!
 //! # Example

@@ -1,4 +1,4 @@
-//! Assembling a worker's pipeline from the task encoder, in the reference's order (spec 6.1):
+//! Assembling a worker's pipeline from the task encoder, in the reference's order:
 //!
 //! 1. leaf: the worker's slices read, each sample loaded (decoded) and, for a crude dataset,
 //!    cooked by the first matching cooker (built by the loader builders);

@@ -1,5 +1,6 @@
-//! The error policy of the user-function stages (spec 6.6): a failing sample is logged, counted
-//! and skipped, until one hook fails too many times in a row; fatal errors stop the loader.
+//! The error policy of the user-function stages, as the reference's: a failing sample is
+//! logged, counted and skipped, until one hook fails too many times in a row; fatal errors stop
+//! the loader.
 
 use std::{
     collections::BTreeMap,

@@ -123,7 +123,7 @@ mod tests {
 
     #[test]
     fn fractional_repetitions_resume_the_abandoned_epoch() {
-        // COMPAT(energon 7.4.1): the per-pass counts the reference produces (spec 3.4).
+        // COMPAT(energon 7.4.1): the per-pass counts the reference produces.
         check(0.5, 80, &[40, 40, 0, 40, 40, 0]);
         check(0.7, 50, &[35, 15, 35, 15]);
         check(0.3, 100, &[30, 30, 30, 10, 30]);

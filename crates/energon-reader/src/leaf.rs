@@ -17,8 +17,8 @@
 //! once when an epoch ends, and the next call starts a new epoch (as re-iterating the reference's
 //! dataset does). All of the epoch's progress lives in the `LeafIter` itself, so a consumer that
 //! stops pulling in the middle of an epoch and comes back later resumes that epoch, as the
-//! reference does when a fractional `RepeatDataset` abandons its child (spec 4.3 step 5). The whole
-//! progress can be saved as a [`LeafState`] and resumed with [`LeafIter::from_state`].
+//! reference does when a fractional `RepeatDataset` abandons its child. The whole progress can
+//! be saved as a [`LeafState`] and resumed with [`LeafIter::from_state`].
 
 pub mod state;
 #[cfg(test)]

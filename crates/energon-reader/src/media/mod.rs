@@ -1,7 +1,7 @@
 //! Media metadata: which entries are media, and their properties read from the content.
 //!
 //! This is what `energon prepare-media` and `prepare --media-metadata-by-...` store in the media
-//! tables of `index.sqlite` (spec 1.12):
+//! tables of `index.sqlite` (the reference's media tables):
 //!
 //! - [`MediaFilter`]: the strategy of a run (by extension, by glob patterns, by content header)
 //!   and the decision whether an entry is an image, audio/video, or not media.
