@@ -30,6 +30,8 @@ pub mod split;
 pub mod sqlite;
 pub mod tar_idx;
 pub mod tar_scan;
+#[cfg(test)]
+mod testutil;
 pub mod yaml;
 
 pub use error::{Error, Result};

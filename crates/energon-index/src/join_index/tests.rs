@@ -85,19 +85,8 @@ fn damaged_and_foreign_files_are_typed_errors() {
 /// Writes and prepares a dataset of `txt` samples: `shards[i]` are the keys of shard
 /// `parts/data-<i>.tar`. `split` assigns shards to split parts (all to `train` if `None`).
 fn dataset(root: &Path, shards: &[&[&str]], split: Option<SplitChoice>) {
-    fs::create_dir_all(root.join("parts")).unwrap();
     for (i, keys) in shards.iter().enumerate() {
-        let file = fs::File::create(root.join(format!("parts/data-{i}.tar"))).unwrap();
-        let mut builder = tar::Builder::new(file);
-        for key in *keys {
-            let data = format!("text of {key}");
-            let mut header = tar::Header::new_ustar();
-            header.set_size(data.len() as u64);
-            header.set_mode(0o644);
-            header.set_cksum();
-            builder.append_data(&mut header, format!("{key}.txt"), data.as_bytes()).unwrap();
-        }
-        builder.finish().unwrap();
+        crate::testutil::write_text_shard(root, i, keys);
     }
     let split = split.unwrap_or(SplitChoice::Ratio([1.0, 0.0, 0.0]));
     let options = PrepareOptions { num_workers: 1, split, ..PrepareOptions::default() };

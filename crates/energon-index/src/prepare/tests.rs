@@ -5,20 +5,8 @@ use std::{fs, path::Path};
 use super::*;
 use crate::{INDEX_UUID, fsutil::PrepareLock};
 
-/// Writes shard `parts/data-<i>.tar` with one `txt` member per key.
 fn write_shard(root: &Path, i: usize, keys: &[String]) {
-    fs::create_dir_all(root.join("parts")).unwrap();
-    let file = fs::File::create(root.join(format!("parts/data-{i}.tar"))).unwrap();
-    let mut builder = tar::Builder::new(file);
-    for key in keys {
-        let data = format!("text of {key}");
-        let mut header = tar::Header::new_ustar();
-        header.set_size(data.len() as u64);
-        header.set_mode(0o644);
-        header.set_cksum();
-        builder.append_data(&mut header, format!("{key}.txt"), data.as_bytes()).unwrap();
-    }
-    builder.finish().unwrap();
+    crate::testutil::write_text_shard(root, i, keys);
 }
 
 fn keys(prefix: &str, n: usize) -> Vec<String> {
