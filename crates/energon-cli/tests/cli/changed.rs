@@ -3,7 +3,7 @@
 
 use std::fs;
 
-use crate::util::{Dir, energon, run, write_tar};
+use crate::util::{Dir, energon, run, run_ok, write_tar};
 
 /// Two prepared shards of the same size: keys `a0000..a0009` and `b0000..b0009`.
 fn dataset() -> Dir {
@@ -23,8 +23,7 @@ fn dataset() -> Dir {
         "--sample-type",
         "CrudeWebdataset",
     ]);
-    let (out, stdout, stderr) = run(&mut cmd);
-    assert!(out.status.success(), "{stdout}{stderr}");
+    run_ok(&mut cmd);
     dir
 }
 
