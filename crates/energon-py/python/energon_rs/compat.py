@@ -16,6 +16,7 @@ listed by `missing_names()`. A `megatron` package that is installed (Megatron-LM
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -102,7 +103,7 @@ def _alias(fullname: str) -> types.ModuleType:
     module.__path__ = []  # a package: its submodules import through the finder too
     module.__getattr__ = lambda name: _lookup(fullname, name)  # type: ignore[method-assign]
     if fullname == _PACKAGE:
-        module.__all__ = [n for n in REFERENCE_NAMES if n not in missing_names()]
+        module.__all__ = [n for n in REFERENCE_NAMES if n not in _missing()]
         module.__version__ = importlib.import_module("energon_rs").__version__
     return module
 
@@ -125,7 +126,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         self, fullname: str, path: Optional[Sequence[str]], target: Any = None
     ) -> Optional[importlib.machinery.ModuleSpec]:
         sub = fullname.removeprefix(_PACKAGE + ".")
-        if sub in _NAMES and sub in missing_names():
+        if sub in _NAMES and sub in _missing():
             # `from megatron.energon import X` looks for a submodule X when the package has no
             # name X: say why there is none.
             raise ImportError(_missing_message(_PACKAGE, sub), name=fullname)
@@ -165,10 +166,15 @@ def uninstall() -> None:
 
 def missing_names() -> list[str]:
     """The names of `megatron.energon` 7.4 that energon_rs does not provide yet."""
+    return list(_missing())
+
+
+@functools.lru_cache(maxsize=1)
+def _missing() -> tuple[str, ...]:
     res = []
     for name in REFERENCE_NAMES:
         try:
             _lookup(_PACKAGE, name)
         except AttributeError:
             res.append(name)
-    return res
+    return tuple(res)
