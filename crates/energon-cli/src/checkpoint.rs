@@ -134,10 +134,9 @@ fn buffered(state: &StageState) -> usize {
             buckets.iter().map(|b| b.restore_keys.len()).sum()
         }
         StageState::Packing { reading, pre_packed, .. } => reading.len() + pre_packed.len(),
-        StageState::Mix { leaves, .. } => leaves.iter().map(buffered).sum(),
         _ => 0,
     };
-    own + state.inner().map_or(0, buffered)
+    own + state.children().iter().map(buffered).sum::<usize>()
 }
 
 fn redist(args: RedistArgs) -> anyhow::Result<ExitCode> {

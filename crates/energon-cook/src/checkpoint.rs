@@ -28,10 +28,10 @@ use crate::{
 pub const CHECKPOINT_FORMAT: &str = "energon-rs-checkpoint";
 
 /// The format version this build writes (and the newest it reads).
-pub const CHECKPOINT_VERSION: u32 = 1;
+pub const CHECKPOINT_VERSION: u32 = 2;
 
 /// The oldest format version this build reads.
-pub const OLDEST_CHECKPOINT_VERSION: u32 = 1;
+pub const OLDEST_CHECKPOINT_VERSION: u32 = 2;
 
 /// A description of a loader: dataset, pipeline settings, worker configuration, task encoder
 /// settings, as `key = value` entries (the reference's `loader.config()`). Restoring a

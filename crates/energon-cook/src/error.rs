@@ -173,8 +173,8 @@ pub enum Error {
     /// A checkpoint file of a format version this build does not read.
     #[error(
         "checkpoint {path} has format version {found}, this build reads versions \
-         {}..={}; use a newer energon-rs to read it",
-        supported.start(), supported.end()
+         {}..={}; {}",
+        supported.start(), supported.end(), version_advice(*found, supported)
     )]
     IncompatibleCheckpoint {
         /// The file.
@@ -254,3 +254,12 @@ impl Error {
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What to do about a checkpoint of a version this build does not read.
+fn version_advice(found: u32, supported: &RangeInclusive<u32>) -> &'static str {
+    if found < *supported.start() {
+        "it was written by an older energon-rs; resume it with the release that wrote it"
+    } else {
+        "use a newer energon-rs to read it"
+    }
+}

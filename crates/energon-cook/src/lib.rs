@@ -59,6 +59,7 @@
 
 mod apply;
 mod batch;
+mod blend;
 mod builder;
 pub mod checkpoint;
 mod context;
@@ -81,6 +82,7 @@ pub mod state;
 
 pub use crate::{
     batch::{Batch, Batcher},
+    blend::{Blend, Concat},
     builder::{BoxStage, LoaderBuilder, MapFn, SampleSource, max_open_shards},
     checkpoint::{Checkpoint, LoaderState},
     context::{SampleContext, WorkerInfo},
@@ -88,7 +90,7 @@ pub use crate::{
     error::{ConfigDifference, Error, Result},
     hook::{BoxError, HookError, HookResult, Outputs},
     loader::{Loaded, Loader, LoaderConfig},
-    mix::{MixLeaf, MixLeafLoad, MixLoaderBuilder},
+    mix::{MixLeafLoad, MixLoaderBuilder},
     policy::{ErrorPolicy, FailureStats, HookCounts},
     repeat::Repeat,
     restore_key::{KeyPart, RestoreKey},

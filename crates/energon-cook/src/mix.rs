@@ -8,11 +8,13 @@
 
 use std::sync::Arc;
 
-use energon_mix::{Combiner, LeafData, LeafSample, Mix, MixPlan, Source, Tag};
+use energon_dist::WorkerConfig;
+use energon_mix::{LeafData, LeafSample, MixPlan, MixTree};
 use energon_reader::{Decoder, FileStore, WebdatasetFileStore};
 
 use crate::{
     apply::Apply,
+    blend::{Blend, Concat},
     builder::{BoxStage, Common, MapFn, fingerprint, load_fn},
     checkpoint::PipelineConfig,
     context::StageEnv,
@@ -21,115 +23,41 @@ use crate::{
     loader::Loader,
     pipeline::{self, Cooking},
     policy::FailureStats,
-    restore_key::KeyPart,
+    repeat::Repeat,
     source::LeafSource,
-    stage::{Keyed, Stage, bad_key, split_key},
-    state::{MixNode, StageState, mismatch},
+    stage::Keyed,
 };
 
-/// A leaf pipeline as a leaf of energon-mix's stages.
-pub struct MixLeaf<T>(BoxStage<T>);
-
-impl<T> std::fmt::Debug for MixLeaf<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MixLeaf").field("len_worker", &self.0.len_worker()).finish()
-    }
-}
-
-impl<T> MixLeaf<T> {
-    /// A leaf over `stage`.
-    pub fn new(stage: BoxStage<T>) -> Self {
-        MixLeaf(stage)
-    }
-
-    /// The stage.
-    pub(crate) fn stage(&self) -> &BoxStage<T> {
-        &self.0
-    }
-
-    /// The stage, mutably.
-    pub(crate) fn stage_mut(&mut self) -> &mut BoxStage<T> {
-        &mut self.0
-    }
-}
-
-impl<T> Source for MixLeaf<T> {
-    type Item = Keyed<T>;
-    type Error = Error;
-
-    fn next(&mut self) -> Result<Option<Keyed<T>>> {
-        self.0.next()
-    }
-
-    fn len_worker(&self) -> u64 {
-        self.0.len_worker()
-    }
-}
-
-/// Items from a blend or concatenation carry the child they came from in their restore key
-/// (`("BlendDataset", child, ...)`), as in the reference.
-impl<T> Tag for Keyed<T> {
-    fn tag(mut self, combiner: Combiner, child: usize) -> Self {
-        self.restore_key.prepend(combiner.name(), child as u64);
-        self
-    }
-}
-
-impl<T> Stage for Mix<MixLeaf<T>> {
-    type Item = Keyed<T>;
-
-    fn next(&mut self) -> Result<Option<Keyed<T>>> {
-        Source::next(self)
-    }
-
-    fn len_worker(&self) -> u64 {
-        Source::len_worker(self)
-    }
-
-    fn state(&self) -> Result<StageState> {
-        let leaves = self.leaves().into_iter().map(|leaf| leaf.0.state()).collect::<Result<_>>()?;
-        Ok(StageState::Mix { tree: Mix::state(self).into(), leaves })
-    }
-
-    fn restore(&mut self, state: &StageState) -> Result<()> {
-        let StageState::Mix { tree, leaves } = state else {
-            return Err(mismatch("metadataset", state));
-        };
-        let mut mine = self.leaves_mut();
-        if mine.len() != leaves.len() {
-            return Err(Error::BadState {
-                reason: format!("{} leaf states for {} leaves", leaves.len(), mine.len()),
-            });
+/// The stages of `tree` over the leaf pipelines of one worker (each leaf taken once, in tree
+/// order); every blend draws from a stream of its own, seeded with the worker seed.
+pub(crate) fn combine<T: Send + 'static>(
+    tree: &MixTree,
+    leaves: &mut [Option<BoxStage<T>>],
+    worker_config: &WorkerConfig,
+    worker: usize,
+) -> Result<BoxStage<T>> {
+    let mut children = |children: &[MixTree]| -> Result<Vec<BoxStage<T>>> {
+        children.iter().map(|child| combine(child, leaves, worker_config, worker)).collect()
+    };
+    Ok(match tree {
+        MixTree::Leaf(i) => leaves.get_mut(*i).and_then(Option::take).ok_or_else(|| {
+            Error::BadState { reason: format!("leaf {i} of the plan is not there or used twice") }
+        })?,
+        MixTree::Repeat { repeats: None, inner } => {
+            Box::new(Repeat::forever(combine(inner, leaves, worker_config, worker)?, worker))
         }
-        for (leaf, state) in mine.iter_mut().zip(leaves) {
-            leaf.0.restore(state)?;
-        }
-        Mix::restore(self, &MixNode::clone(tree).into())?;
-        Ok(())
-    }
-
-    fn restore_item(&mut self, key: &[KeyPart]) -> Result<Keyed<T>> {
-        match self {
-            Mix::Leaf(leaf) => leaf.0.restore_item(key),
-            Mix::Repeat(repeat) => repeat.inner_mut().restore_item(key),
-            Mix::Blend(blend) => restore_child(blend.children_mut(), Combiner::Blend, key),
-            Mix::Concat(concat) => restore_child(concat.children_mut(), Combiner::Concat, key),
-        }
-    }
-}
-
-fn restore_child<T>(
-    children: &mut [Mix<MixLeaf<T>>],
-    combiner: Combiner,
-    key: &[KeyPart],
-) -> Result<Keyed<T>> {
-    let child = split_key(combiner.name(), key).and_then(|(child, rest)| {
-        Some((children.get_mut(usize::try_from(child).ok()?)?, child, rest))
-    });
-    let Some((mix, child, rest)) = child else { return Err(bad_key(combiner.name(), key)) };
-    let mut item = mix.restore_item(rest)?;
-    item.restore_key.prepend(combiner.name(), child);
-    Ok(item)
+        MixTree::Repeat { repeats: Some(repeats), inner } => Box::new(Repeat::times(
+            combine(inner, leaves, worker_config, worker)?,
+            *repeats,
+            worker,
+        )?),
+        MixTree::Blend { weights, children: trees } => Box::new(Blend::new(
+            children(trees)?,
+            weights.clone(),
+            worker_config.worker_rng(worker)?,
+        )?),
+        MixTree::Concat(trees) => Box::new(Concat::new(children(trees)?)?),
+    })
 }
 
 /// Builds the loader of a metadataset split from its [`MixPlan`] (the reference's
@@ -377,7 +305,9 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> MixLoaderBuilder<T, E> {
         let mut res = Vec::with_capacity(cfg.n_local_workers());
         for worker in 0..cfg.n_local_workers() {
             let env = self.common.env(&cfg, worker, stats)?;
-            let mix = self.plan.build_worker(worker, |i, leaf, iter| {
+            let iters = self.plan.worker_leaves(worker)?;
+            let mut leaves = Vec::with_capacity(iters.len());
+            for (i, (iter, leaf)) in iters.into_iter().zip(&self.plan.leaves).enumerate() {
                 let data = leaf.data.clone();
                 let source = LeafSource::new(iter, move |index| Ok(data.read(index)?));
                 let load = load_fn(&self.leaves[i].load);
@@ -386,11 +316,12 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> MixLoaderBuilder<T, E> {
                 if let Some(cooking) = &cookings[i] {
                     stage = pipeline::cook_stage(&self.encoder, stage, cooking.clone(), &env);
                 }
-                Ok(MixLeaf(stage))
-            })?;
+                leaves.push(Some(stage));
+            }
+            let mix = combine(&self.plan.tree(), &mut leaves, &cfg, worker)?;
             let stage = pipeline::encode_stages(
                 &self.encoder,
-                Box::new(mix),
+                mix,
                 &self.common.settings,
                 &env,
                 cfg.worker_rng(worker)?,
@@ -471,15 +402,13 @@ mod tests {
         let split = split.unwrap();
         let plan = MixPlan::new(split, WorkerConfig::new(0, 1, 2).unwrap(), MixOptions::default())
             .unwrap();
-        // The same order as energon-mix's own sample sources, interleaved round robin.
-        let mut direct: Vec<_> = (0..2).map(|w| plan.sample_worker(w).unwrap()).collect();
-        let expected: Vec<String> = (0..40)
-            .map(|i| direct[i % 2].next().unwrap().unwrap().value.key().to_owned())
-            .collect();
-        let loader = MixLoaderBuilder::new(plan, |s| Ok(Some(s.key().to_owned())))
-            .cook(|x| Ok(Some(x)))
-            .build_samples()
-            .unwrap();
+        let builder =
+            MixLoaderBuilder::new(plan, |s| Ok(Some(s.key().to_owned()))).cook(|x| Ok(Some(x)));
+        // The loader interleaves the workers' pipelines round robin.
+        let mut direct = builder.build_sample_pipelines().unwrap();
+        let expected: Vec<String> =
+            (0..40).map(|i| direct[i % 2].next().unwrap().unwrap().value).collect();
+        let loader = builder.build_samples().unwrap();
         let items: Vec<Loaded<Keyed<String>>> = loader.take(40).map(Result::unwrap).collect();
         let keys: Vec<String> = items.iter().map(|i| i.value.value.clone()).collect();
         assert_eq!(keys, expected);

@@ -25,6 +25,14 @@ pub trait Stage: Send {
     /// fractional repetition needs to know where to cut.
     fn len_worker(&self) -> u64;
 
+    /// Whether the stage has samples on this worker at all (the reference's
+    /// `worker_has_samples`): a blend gives a child without samples weight 0 and never draws it.
+    /// This differs from `len_worker() > 0` for a fractional repetition whose cut rounds down to
+    /// 0: it has samples, and a blend draws it (to find it exhausted).
+    fn has_samples(&self) -> bool {
+        self.len_worker() > 0
+    }
+
     /// The stage's complete progress, its inner stages' included (for checkpoints).
     ///
     /// The default reports that the stage cannot be saved; a loader then saves the position of
@@ -58,6 +66,10 @@ impl<S: Stage + ?Sized> Stage for Box<S> {
 
     fn len_worker(&self) -> u64 {
         (**self).len_worker()
+    }
+
+    fn has_samples(&self) -> bool {
+        (**self).has_samples()
     }
 
     fn state(&self) -> Result<StageState> {

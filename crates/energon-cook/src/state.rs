@@ -9,7 +9,6 @@
 //! compact binary encoding and the JSON form of a checkpoint can hold them.
 
 use energon_dist::RngState;
-use energon_mix::state::{BlendState, ConcatState, MixState, RepeatState as MixRepeatState};
 use energon_reader::leaf::LeafState;
 use serde::{Deserialize, Serialize};
 
@@ -35,7 +34,8 @@ pub enum StageState {
         /// The inner stage.
         inner: Box<StageState>,
     },
-    /// A repetition (the reference's `RepeatDataset` of a single dataset).
+    /// A repetition (the reference's `RepeatDataset`): of a dataset, of a leaf of an epochized
+    /// blend, or of a whole blend.
     Repeat {
         /// Repetitions completed in the current pass (`_repetition`).
         repetition: u64,
@@ -44,13 +44,22 @@ pub enum StageState {
         /// The inner stage.
         inner: Box<StageState>,
     },
-    /// The combining stages of a metadataset (repetitions, blends, concatenation) over its
-    /// leaf pipelines.
-    Mix {
-        /// The combining stages.
-        tree: MixNode,
-        /// Each leaf pipeline's progress, in tree order.
-        leaves: Vec<StageState>,
+    /// A blend of the leaves (or sub-blends) of a metadataset (the reference's `BlendDataset`).
+    Blend {
+        /// Which children ended their pass in the current pass (`exhausted`).
+        exhausted: Vec<bool>,
+        /// The blend's random stream (`_worker_rng`).
+        rng: RngState,
+        /// The children's progress, in order.
+        children: Vec<StageState>,
+    },
+    /// The leaves of a validation metadataset one after the other (the reference's
+    /// `ConcatDataset`).
+    Concat {
+        /// The child being read.
+        current: u64,
+        /// The children's progress, in order.
+        children: Vec<StageState>,
     },
     /// A shuffle buffer.
     ShuffleBuffer {
@@ -172,81 +181,6 @@ pub struct BucketState {
     pub restore_keys: Vec<RestoreKey>,
 }
 
-/// The combining stages of a metadataset (energon-mix's [`MixState`] in the checkpoint's
-/// encoding).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum MixNode {
-    /// A leaf.
-    Leaf,
-    /// A repetition.
-    Repeat {
-        /// Repetitions completed in the current pass.
-        repetition: u64,
-        /// Items yielded in the current repetition.
-        index: u64,
-        /// The child.
-        inner: Box<MixNode>,
-    },
-    /// A blend.
-    Blend {
-        /// Which children ended their pass in the current pass.
-        exhausted: Vec<bool>,
-        /// The blend's random stream.
-        rng: RngState,
-        /// The children.
-        children: Vec<MixNode>,
-    },
-    /// A concatenation.
-    Concat {
-        /// The child being read.
-        current: usize,
-        /// The children.
-        children: Vec<MixNode>,
-    },
-}
-
-impl From<MixState> for MixNode {
-    fn from(state: MixState) -> Self {
-        match state {
-            MixState::Leaf => MixNode::Leaf,
-            MixState::Repeat { state, inner } => MixNode::Repeat {
-                repetition: state.repetition,
-                index: state.index,
-                inner: Box::new((*inner).into()),
-            },
-            MixState::Blend { state, children } => MixNode::Blend {
-                exhausted: state.exhausted,
-                rng: state.rng,
-                children: children.into_iter().map(Into::into).collect(),
-            },
-            MixState::Concat { state, children } => MixNode::Concat {
-                current: state.current,
-                children: children.into_iter().map(Into::into).collect(),
-            },
-        }
-    }
-}
-
-impl From<MixNode> for MixState {
-    fn from(node: MixNode) -> Self {
-        match node {
-            MixNode::Leaf => MixState::Leaf,
-            MixNode::Repeat { repetition, index, inner } => MixState::Repeat {
-                state: MixRepeatState { repetition, index },
-                inner: Box::new((*inner).into()),
-            },
-            MixNode::Blend { exhausted, rng, children } => MixState::Blend {
-                state: BlendState { exhausted, rng },
-                children: children.into_iter().map(Into::into).collect(),
-            },
-            MixNode::Concat { current, children } => MixState::Concat {
-                state: ConcatState { current },
-                children: children.into_iter().map(Into::into).collect(),
-            },
-        }
-    }
-}
-
 impl StageState {
     /// The reference's class name of the stage.
     pub fn stage_name(&self) -> &'static str {
@@ -254,7 +188,8 @@ impl StageState {
             StageState::Leaf { .. } => "WebdatasetSampleLoaderDataset",
             StageState::Map { .. } => "MapDataset",
             StageState::Repeat { .. } => "RepeatDataset",
-            StageState::Mix { .. } => "BlendDataset",
+            StageState::Blend { .. } => "BlendDataset",
+            StageState::Concat { .. } => "ConcatDataset",
             StageState::ShuffleBuffer { .. } => "ShuffleBufferDataset",
             StageState::Batch { .. } => "BatchDataset",
             StageState::GroupBatch { .. } => "GroupBatchDataset",
@@ -265,10 +200,12 @@ impl StageState {
         }
     }
 
-    /// The inner stage's state, for stages with one inner stage.
-    pub fn inner(&self) -> Option<&StageState> {
+    /// The states of the stages this one reads from: its inner stage, a blend's or a
+    /// concatenation's children, nothing for a leaf.
+    pub fn children(&self) -> &[StageState] {
         match self {
-            StageState::Leaf { .. } | StageState::Mix { .. } => None,
+            StageState::Leaf { .. } => &[],
+            StageState::Blend { children, .. } | StageState::Concat { children, .. } => children,
             StageState::Map { inner, .. }
             | StageState::Repeat { inner, .. }
             | StageState::ShuffleBuffer { inner, .. }
@@ -277,7 +214,7 @@ impl StageState {
             | StageState::Packing { inner, .. }
             | StageState::Epochize { inner, .. }
             | StageState::Limit { inner, .. }
-            | StageState::Worker { inner, .. } => Some(inner),
+            | StageState::Worker { inner, .. } => std::slice::from_ref(&**inner),
         }
     }
 }

@@ -118,22 +118,6 @@ pub enum Error {
         /// The number of leaf datasets.
         n_leaves: usize,
     },
-    /// Two consecutive passes of an infinitely repeated stage yielded nothing (every sample of the
-    /// worker was excluded or skipped); repeating would loop forever.
-    #[error(
-        "two passes over {len_worker} samples yielded nothing (all excluded or skipped); cannot \
-         repeat indefinitely"
-    )]
-    NothingToRepeat {
-        /// The samples of the repeated stage on this worker.
-        len_worker: u64,
-    },
-    /// A saved state does not fit the pipeline it is restored into.
-    #[error("cannot restore state: {reason}")]
-    BadState {
-        /// Why.
-        reason: String,
-    },
 }
 
 /// `Result` with this crate's [`Error`].

@@ -13,17 +13,15 @@
 //!   [`prepare_metadataset`] (`energon prepare META.yaml`), and [`join::JoinedDataset`], which
 //!   reads the samples of every joined dataset for one key.
 //! - [`MixPlan`]: the leaves opened and sliced over the workers of one rank (rotation offsets,
-//!   subsets, float32 blend weights); [`MixPlan::build_worker`] assembles one worker's [`Mix`].
-//! - [`Repeat`], [`Blend`], [`Concat`], [`Mix`]: the per-worker combining stages, explicit state
-//!   machines generic over their items ([`Source`], [`Tag`]); their progress is savable
-//!   ([`state`]).
+//!   subsets, float32 blend weights), and how each worker combines them ([`MixTree`]: repetitions,
+//!   blends, concatenation). The loader (energon-cook) runs the plan as stages of its pipelines.
 //!
 //! # Example
 //!
 //! ```
 //! use std::path::Path;
 //! use energon_dist::WorkerConfig;
-//! use energon_mix::{Metadataset, MixOptions, MixPlan, ResolveOptions, Source};
+//! use energon_mix::{Metadataset, MixOptions, MixPlan, MixTree, ResolveOptions};
 //!
 //! // A blend of the reference-prepared fixture (weights 2 and 1.5, one with a subset) and its JSONL file (1).
 //! let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mds/blend.yaml");
@@ -31,12 +29,14 @@
 //! let weights: Vec<f64> = split.leaves.iter().map(|l| l.weight.unwrap()).collect();
 //! assert_eq!(weights, [2.0 / 4.5, 1.0 / 4.5, 1.5 / 4.5]);
 //!
-//! // Rank 0 of 1 without worker processes; the first sample is the reference's.
+//! // Rank 0 of 1 without worker processes: every leaf repeated forever, blended by weight.
 //! let plan = MixPlan::new(split, WorkerConfig::new(0, 1, 0)?, MixOptions::default())?;
-//! let mut worker = plan.sample_worker(0)?;
-//! let first = worker.next()?.expect("training never ends");
-//! assert_eq!(first.value.key(), "00000150");
-//! assert_eq!(first.restore_key(), "('BlendDataset', 0, 'Webdataset', 150)");
+//! let MixTree::Blend { weights: blend, children } = plan.tree() else { unreachable!() };
+//! assert_eq!(blend, weights.iter().map(|&w| w as f32).collect::<Vec<_>>());
+//! assert!(matches!(&children[0], MixTree::Repeat { repeats: None, .. }));
+//! // The worker's slices of each leaf: the whole fixture, the JSONL file, half the fixture.
+//! let leaves = plan.worker_leaves(0)?;
+//! assert_eq!(leaves.iter().map(|l| l.len_worker()).collect::<Vec<_>>(), [200, 200, 100]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![deny(missing_docs)]
@@ -47,20 +47,15 @@ pub mod join;
 mod plan;
 mod prepare;
 pub mod resolve;
-mod runtime;
-mod source;
-pub mod state;
 #[cfg(test)]
 mod testutil;
 
 pub use crate::{
     error::{Error, Result},
-    plan::{LeafData, LeafSample, MixOptions, MixPlan, PlannedLeaf},
+    plan::{LeafData, LeafSample, MixOptions, MixPlan, MixTree, PlannedLeaf},
     prepare::{PrepareReport, PreparedJoin, prepare_metadataset},
     resolve::{
         AuxSource, BlendMode, LeafKind, Metadataset, ResolveOptions, ResolvedLeaf, ResolvedSplit,
         TraversedLeaf, resolve_path,
     },
-    runtime::{Blend, Combiner, Concat, Mix, Repeat, Source, Tag},
-    source::{MixItem, ReadLeaf, SampleLeaf},
 };

@@ -4,11 +4,9 @@
 //! [`MixPlan::new`] opens every leaf (to learn its shard counts), computes each leaf's rotation
 //! offset (`sum of the lengths of the leaves before it mod G`), slices it over the workers of
 //! this rank (subset applied), and converts weights and repetitions into float32 blend weights.
-//! [`MixPlan::build_worker`] then assembles one worker's [`Mix`] over leaf sources made by the
-//! caller, who decides what a leaf yields (raw samples, decoded samples, keys).
-
-#[cfg(test)]
-mod tests;
+//! [`MixPlan::worker_leaves`] gives one worker's slice iteration of every leaf, and
+//! [`MixPlan::tree`] how the worker's stages combine them ([`MixTree`]); the loader builds its
+//! stages from these and decides what a leaf yields.
 
 use std::{
     num::{NonZeroU32, NonZeroUsize},
@@ -31,7 +29,6 @@ use crate::{
     error::{Error, Result},
     join::{JoinedDataset, JoinedSample},
     resolve::{BlendMode, LeafKind, ResolvedLeaf, ResolvedSplit},
-    runtime::{Blend, Concat, Mix, Repeat, Source, Tag},
 };
 
 /// Loader options that shape the plan (the reference's `get_train_dataset` /
@@ -220,36 +217,22 @@ impl MixPlan {
             .sum()
     }
 
-    /// Builds the stages of local worker `worker` over the leaf sources `make_leaf` returns
-    /// (called once per leaf, in order, with the leaf's index, its plan, and its slice iteration
-    /// for this worker drawing from its own stream).
-    ///
-    /// - training, `blend`: every leaf repeated forever, blended (a single leaf: no blend);
-    /// - training, `blend_epochized` (or a single dataset without repetition): every leaf
-    ///   repeated its number of times, blended, and the whole repeated forever unless
-    ///   `repeat` is off;
-    /// - training, single dataset or join: repeated forever;
-    /// - validation: the leaves one after the other.
+    /// The slice iterations of local worker `worker`, one per leaf in plan order, each drawing
+    /// from its own stream.
     ///
     /// Fails, as the reference does when it starts iterating, if this worker has no sample in
     /// any leaf of a training pipeline.
-    pub fn build_worker<S, F>(&self, worker: usize, mut make_leaf: F) -> Result<Mix<S>, S::Error>
-    where
-        S: Source,
-        S::Item: Tag,
-        F: FnMut(usize, &PlannedLeaf, LeafIter) -> Result<S, S::Error>,
-    {
+    pub fn worker_leaves(&self, worker: usize) -> Result<Vec<LeafIter>> {
         let cfg = &self.worker_config;
         let n_local = cfg.n_local_workers();
         if worker >= n_local {
             return Err(Error::Dist(energon_dist::Error::WorkerOutOfRange {
                 worker_id: worker,
                 n_local_workers: n_local,
-            })
-            .into());
+            }));
         }
-        let mut sources = Vec::with_capacity(self.leaves.len());
-        for (i, leaf) in self.leaves.iter().enumerate() {
+        let mut res = Vec::with_capacity(self.leaves.len());
+        for leaf in &self.leaves {
             let slices = leaf.workers[worker].clone();
             let mut config = leaf.leaf_config;
             if config.order == SliceOrder::WithReplacement && slices.n_slices() == 0 {
@@ -257,70 +240,96 @@ impl MixPlan {
                 // indices of the blend.
                 config.order = SliceOrder::Shuffled { epochs: NonZeroU32::MIN };
             }
-            let rng = cfg.worker_rng(worker).map_err(Error::from)?;
-            let iter = LeafIter::new(slices, config, rng).map_err(Error::from)?;
-            sources.push(make_leaf(i, leaf, iter)?);
+            res.push(LeafIter::new(slices, config, cfg.worker_rng(worker)?)?);
         }
-        if self.options.training && !sources.iter().any(Source::has_samples) {
+        if self.options.training && !res.iter().any(|leaf| leaf.len_worker() > 0) {
             return Err(Error::EmptyWorker {
                 rank: cfg.rank(),
                 worker,
                 n_leaves: self.leaves.len(),
-            }
-            .into());
-        }
-        let leaves: Vec<Mix<S>> = sources.into_iter().map(Mix::Leaf).collect();
-        if !self.options.training {
-            return Ok(if leaves.len() == 1 {
-                leaves.into_iter().next().expect("one leaf")
-            } else {
-                Mix::Concat(Concat::new(leaves)?)
             });
         }
+        Ok(res)
+    }
+
+    /// How every worker's stages combine the leaves (the reference's `build_train_datasets` /
+    /// `build_val_datasets`):
+    ///
+    /// - training, `blend`: every leaf repeated forever, blended (a single leaf: no blend);
+    /// - training, `blend_epochized` (or a single dataset without repetition): every leaf
+    ///   repeated its number of times, blended, and the whole repeated forever unless
+    ///   `repeat` is off;
+    /// - training, single dataset or join: repeated forever;
+    /// - validation: the leaves one after the other.
+    pub fn tree(&self) -> MixTree {
+        let leaves = (0..self.leaves.len()).map(MixTree::Leaf);
+        if !self.options.training {
+            let mut leaves: Vec<MixTree> = leaves.collect();
+            return match leaves.len() {
+                1 => leaves.remove(0),
+                _ => MixTree::Concat(leaves),
+            };
+        }
         let weights: Vec<f32> = self.leaves.iter().map(|l| l.blend_weight).collect();
-        let blend_rng = || cfg.worker_rng(worker).map_err(Error::from);
-        let res = match (self.mode, self.options.repeat) {
+        match (self.mode, self.options.repeat) {
             // COMPAT(energon 7.4.1): task_encoder/base.py:build_train_datasets (each leaf
             // repeated forever; a single leaf is not blended).
             (BlendMode::DatasetWeight, _) | (BlendMode::None, true) => {
-                let children: Vec<Mix<S>> =
-                    leaves.into_iter().map(|l| Mix::Repeat(Box::new(Repeat::forever(l)))).collect();
-                combine(children, weights, blend_rng()?)?
+                let children = leaves.map(|leaf| MixTree::repeat(None, leaf)).collect();
+                MixTree::blend(children, weights)
             }
             (BlendMode::SampleRepetitions, _) | (BlendMode::None, false) => {
-                let mut children = Vec::with_capacity(leaves.len());
-                for (leaf, planned) in leaves.into_iter().zip(&self.leaves) {
-                    children.push(match planned.repeats {
+                let children = leaves
+                    .zip(&self.leaves)
+                    .map(|(leaf, planned)| match planned.repeats {
                         None => leaf,
-                        Some(r) => Mix::Repeat(Box::new(Repeat::times(leaf, r)?)),
-                    });
-                }
-                let combined = combine(children, weights, blend_rng()?)?;
-                if self.options.repeat {
-                    Mix::Repeat(Box::new(Repeat::forever(combined)))
-                } else {
-                    combined
-                }
+                        Some(r) => MixTree::repeat(Some(r), leaf),
+                    })
+                    .collect();
+                let combined = MixTree::blend(children, weights);
+                if self.options.repeat { MixTree::repeat(None, combined) } else { combined }
             }
-        };
-        Ok(res)
+        }
     }
 }
 
-/// A blend of `children`, or the only child.
-fn combine<S>(
-    children: Vec<Mix<S>>,
-    weights: Vec<f32>,
-    rng: energon_dist::WorkerRng,
-) -> Result<Mix<S>>
-where
-    S: Source,
-    S::Item: Tag,
-{
-    if children.len() == 1 {
-        return Ok(children.into_iter().next().expect("one child"));
+/// How a worker's stages combine the leaves of a plan ([`MixPlan::tree`]); the same for every
+/// worker of a rank.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MixTree {
+    /// Leaf `i` of the plan.
+    Leaf(usize),
+    /// The passes of a subtree, forever (`None`) or a possibly fractional number of times (the
+    /// reference's `RepeatDataset`).
+    Repeat {
+        /// The repetitions.
+        repeats: Option<f64>,
+        /// The subtree.
+        inner: Box<MixTree>,
+    },
+    /// Subtrees sampled by float32 weight (the reference's `BlendDataset`).
+    Blend {
+        /// One weight per child.
+        weights: Vec<f32>,
+        /// The children.
+        children: Vec<MixTree>,
+    },
+    /// Subtrees one after the other (the reference's `ConcatDataset`).
+    Concat(Vec<MixTree>),
+}
+
+impl MixTree {
+    fn repeat(repeats: Option<f64>, inner: MixTree) -> MixTree {
+        MixTree::Repeat { repeats, inner: Box::new(inner) }
     }
-    Ok(Mix::Blend(Blend::new(children, weights, rng)?))
+
+    /// A blend of `children`, or the only child.
+    fn blend(mut children: Vec<MixTree>, weights: Vec<f32>) -> MixTree {
+        match children.len() {
+            1 => children.remove(0),
+            _ => MixTree::Blend { weights, children },
+        }
+    }
 }
 
 /// The float32 blend weight and the repetitions of a leaf.

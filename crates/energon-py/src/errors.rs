@@ -223,9 +223,7 @@ fn mix_kind(err: &energon_mix::Error) -> Kind {
         E::Index(e) => index_kind(e),
         E::Reader(e) => reader_kind(e),
         E::Dist(_) => Kind::Config,
-        E::BadState { .. } => Kind::Checkpoint,
         E::JoinIndex { .. } => Kind::Corrupt,
-        E::NothingToRepeat { .. } => Kind::Loader,
         _ => Kind::Config,
     }
 }

@@ -75,7 +75,7 @@ fn both_encodings_round_trip() {
     }
     let json = String::from_utf8(ckpt.to_bytes(Encoding::Json).unwrap()).unwrap();
     assert!(
-        json.starts_with("{\n  \"format\": \"energon-rs-checkpoint\",\n  \"version\": 1,"),
+        json.starts_with("{\n  \"format\": \"energon-rs-checkpoint\",\n  \"version\": 2,"),
         "{json}"
     );
     // Keys read as the reference prints its tuples' elements.
@@ -138,16 +138,21 @@ fn truncated_and_damaged_files_are_corrupt() {
     let (offset, reason) = corrupt_reason(cut);
     assert!(reason.contains("invalid JSON"), "{reason}");
     assert!(offset > 0 && offset <= cut.len() as u64, "{offset}");
-    let (_, reason) = corrupt_reason(br#"{"format": "something else", "version": 1}"#);
+    let (_, reason) = corrupt_reason(br#"{"format": "something else", "version": 2}"#);
     assert!(reason.contains("not an energon-rs checkpoint"), "{reason}");
 }
 
 #[test]
 fn newer_versions_are_incompatible_not_corrupt() {
-    let json = br#"{"format": "energon-rs-checkpoint", "version": 2, "ranks": "a new layout"}"#;
+    let json = br#"{"format": "energon-rs-checkpoint", "version": 3, "ranks": "a new layout"}"#;
     let err = Checkpoint::from_bytes(json, path()).unwrap_err();
-    assert!(matches!(err, Error::IncompatibleCheckpoint { found: 2, .. }), "{err}");
+    assert!(matches!(err, Error::IncompatibleCheckpoint { found: 3, .. }), "{err}");
     assert!(err.to_string().contains("use a newer energon-rs"), "{err}");
+    // Version 1 kept the combining stages of a metadataset in a layout of their own.
+    let old = br#"{"format": "energon-rs-checkpoint", "version": 1, "ranks": []}"#;
+    let err = Checkpoint::from_bytes(old, path()).unwrap_err();
+    assert!(matches!(err, Error::IncompatibleCheckpoint { found: 1, .. }), "{err}");
+    assert!(err.to_string().contains("older energon-rs"), "{err}");
     let header = Header {
         format: CHECKPOINT_FORMAT.to_owned(),
         version: 7,

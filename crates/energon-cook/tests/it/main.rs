@@ -2,6 +2,8 @@
 //! resume traces, save/restore properties over random pipelines, task encoder stages, errors.
 #![allow(clippy::unwrap_used)]
 
+mod mix_traces;
+mod plans;
 mod props;
 mod resume;
 mod stages;

@@ -6,6 +6,7 @@ use std::{
 };
 
 use energon_cook::{Keyed, Loader, LoaderState};
+use energon_index::prepare::{PrepareOptions, prepare_dataset};
 use energon_reader::{Dataset, OpenOptions};
 
 /// The reference-prepared fixture: 4 shards of 50 samples and a JSONL file of 200 records.
@@ -22,6 +23,51 @@ pub(crate) fn expected(name: &str) -> String {
 /// This crate's test data.
 pub(crate) fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+}
+
+/// energon-mix's test data (metadatasets and the reference's recorded orders of them).
+pub(crate) fn mix_data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../energon-mix/tests/data").join(name)
+}
+
+/// Writes a prepared WebDataset at `dir` whose samples have keys `{key:06}` and one `txt` part,
+/// in shards `parts/data-<i>.tar` of `per_shard` samples (the last one shorter), all in `train`,
+/// with a `TextSample` dataset.yaml.
+pub(crate) fn text_dataset(dir: &Path, keys: impl IntoIterator<Item = u64>, per_shard: usize) {
+    let keys: Vec<u64> = keys.into_iter().collect();
+    std::fs::create_dir_all(dir.join("parts")).unwrap();
+    for (i, chunk) in keys.chunks(per_shard).enumerate() {
+        let members: Vec<(String, Vec<u8>)> =
+            chunk.iter().map(|k| (format!("{k:06}.txt"), k.to_string().into_bytes())).collect();
+        let path = dir.join(format!("parts/data-{i}.tar"));
+        energon_tests::write_tar(&path, energon_tests::TarFormat::Ustar, &members).unwrap();
+    }
+    prepare(dir);
+    std::fs::write(
+        dir.join(".nv-meta/dataset.yaml"),
+        "sample_type:\n  __module__: megatron.energon\n  __class__: TextSample\nfield_map:\n  \
+         text: txt\n",
+    )
+    .unwrap();
+}
+
+/// A generated WebDataset (`make-wds` content), prepared with everything in `train`.
+pub(crate) fn generated(root: &Path, shards: usize, per_shard: usize, seed: u64) {
+    let spec = energon_tests::WdsSpec { shards, per_shard, seed, ..Default::default() };
+    energon_tests::write_wds(root, &spec).unwrap();
+    prepare(root);
+}
+
+fn prepare(root: &Path) {
+    let options = PrepareOptions { num_workers: 1, ..PrepareOptions::default() };
+    prepare_dataset(root, &options, &|_| {}).unwrap();
+}
+
+/// Writes `text` to `dir/name` and returns the path.
+pub(crate) fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
 }
 
 /// The fixture's tar shards, raw.

@@ -2,8 +2,6 @@
 //! that `energon prepare` wrote, and sample orders its loader yielded (`tests/data/`).
 #![allow(clippy::unwrap_used)]
 
-mod traces;
-
 use std::{
     fs,
     path::{Path, PathBuf},

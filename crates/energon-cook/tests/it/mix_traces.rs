@@ -1,13 +1,17 @@
-//! Sample orders recorded from the reference loader (`tests/data/traces/`, written by
-//! `tests/data/make_traces.sh`): the first keys of one rank, batch size 1, no shuffle buffer,
-//! workers interleaved round robin as torch's DataLoader does.
+//! Metadataset sample orders recorded from the reference loader (energon-mix's
+//! `tests/data/traces/`, written by its `tests/data/make_traces.sh`): the first keys of one rank,
+//! batch size 1, no shuffle buffer, workers interleaved round robin as torch's DataLoader does.
 
 use std::{fs, path::Path};
 
+use energon_cook::Stage;
 use energon_dist::WorkerConfig;
-use energon_mix::{MixOptions, MixPlan, ResolveOptions, Source, prepare_metadataset, resolve_path};
+use energon_mix::{MixOptions, MixPlan, ResolveOptions, prepare_metadataset, resolve_path};
 
-use super::{data, fixture, generated};
+use crate::{
+    plans::keys,
+    util::{fixture, generated, mix_data as data},
+};
 
 /// One recorded trace: the metadataset and the loader settings from its file name
 /// (`<mds>-ws<W>-r<R>-nw<N>-s<S>[-msps<M>].txt`).
@@ -69,8 +73,7 @@ fn trace(path: &Path, case: &Case, n: usize) -> Vec<String> {
         .with_seed_offset(case.seed);
     let options = MixOptions { max_samples_per_sequence: case.msps, ..MixOptions::default() };
     let plan = MixPlan::new(split, cfg, options).unwrap();
-    let mut workers: Vec<_> =
-        (0..cfg.n_local_workers()).map(|w| plan.sample_worker(w).unwrap()).collect();
+    let mut workers: Vec<_> = (0..cfg.n_local_workers()).map(|w| keys(&plan, w).unwrap()).collect();
     let mut res = Vec::with_capacity(n);
     'outer: loop {
         for worker in &mut workers {
@@ -78,7 +81,7 @@ fn trace(path: &Path, case: &Case, n: usize) -> Vec<String> {
                 break 'outer;
             }
             let item = worker.next().unwrap().expect("training pipelines never end");
-            res.push(item.value.key().to_owned());
+            res.push(item.value);
         }
     }
     res

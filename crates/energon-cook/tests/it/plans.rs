@@ -1,17 +1,15 @@
-//! Plan tests: the reference's pinned numbers at the metadataset level (worker sample balance,
-//! too few samples for 100 ranks, `blend_epochized` counts with integer and fractional
-//! repetitions and subsets).
+//! Metadataset plans run by the loader's stages: the reference's pinned numbers at the metadataset
+//! level (worker sample balance, too few samples for 100 ranks, `blend_epochized` counts with
+//! integer and fractional repetitions and subsets), and plan errors.
 
 use std::{collections::BTreeMap, path::Path};
 
 use energon_dist::WorkerConfig;
 
-use super::*;
-use crate::{
-    resolve::{Metadataset, ResolveOptions},
-    runtime::Source,
-    testutil::{text_dataset, write},
-};
+use energon_cook::{BoxStage, MixLoaderBuilder, Stage};
+use energon_mix::{Error, Metadataset, MixOptions, MixPlan, ResolveOptions, Result};
+
+use crate::util::{text_dataset, write};
 
 const V2: &str = "__module__: megatron.energon\n__class__: MetadatasetV2\n";
 
@@ -20,12 +18,20 @@ fn plan(mds: &Path, cfg: WorkerConfig, resolve: &ResolveOptions, options: MixOpt
     MixPlan::new(split, cfg, options).unwrap()
 }
 
+/// The stages of local worker `worker` of `plan`, yielding sample keys.
+pub(crate) fn keys(plan: &MixPlan, worker: usize) -> energon_cook::Result<BoxStage<String>> {
+    let builder =
+        MixLoaderBuilder::new(plan.clone(), |s| Ok(Some(s.key().to_owned()))).cook(|x| Ok(Some(x)));
+    let mut pipelines = builder.build_sample_pipelines()?;
+    Ok(pipelines.swap_remove(worker))
+}
+
 /// The key numbers of one pass of local worker `worker`.
 fn pass(plan: &MixPlan, worker: usize) -> Vec<u64> {
-    let mut mix = plan.sample_worker(worker).unwrap();
+    let mut mix = keys(plan, worker).unwrap();
     let mut res = Vec::new();
     while let Some(item) = mix.next().unwrap() {
-        res.push(item.value.key().parse::<u64>().unwrap());
+        res.push(item.value.parse::<u64>().unwrap());
     }
     res
 }
@@ -112,9 +118,8 @@ fn too_few_samples_for_100_ranks_matches_the_reference_pins() {
         let len = plan.len_worker(0);
         assert_eq!(len, if two.contains(&rank) { 2 } else { 1 }, "rank {rank}");
         // Ten draws of the blend show exactly this rank's samples.
-        let mut mix = plan.sample_worker(0).unwrap();
-        let mut seen: Vec<String> =
-            (0..10).map(|_| mix.next().unwrap().unwrap().value.key().to_owned()).collect();
+        let mut mix = keys(&plan, 0).unwrap();
+        let mut seen: Vec<String> = (0..10).map(|_| mix.next().unwrap().unwrap().value).collect();
         seen.sort();
         seen.dedup();
         assert_eq!(seen.len() as u64, len, "rank {rank}: {seen:?}");
@@ -145,11 +150,11 @@ fn integer_repetitions_give_exact_epochs() {
     let plan = plan(&mds, cfg, &ResolveOptions::default(), options);
     assert_eq!(plan.len_worker(0), 5 * 55);
     assert_eq!(plan.leaves.iter().map(|l| l.blend_weight).collect::<Vec<_>>(), [110.0, 165.0]);
-    let mut mix = plan.sample_worker(0).unwrap();
+    let mut mix = keys(&plan, 0).unwrap();
     for epoch in 0..2 {
         let mut keys = Vec::new();
         while let Some(item) = mix.next().unwrap() {
-            keys.push(item.value.key().parse::<u64>().unwrap());
+            keys.push(item.value.parse::<u64>().unwrap());
         }
         assert_eq!(keys.len(), 5 * 55, "epoch {epoch}");
         let counts = histogram(&keys);
@@ -308,8 +313,11 @@ fn a_worker_without_samples_cannot_train() {
         MixOptions::default(),
     );
     let empty = (0..4).find(|&w| plan.leaves[0].workers[w].n_samples() == 0).unwrap();
-    let err = plan.sample_worker(empty).unwrap_err();
-    assert!(matches!(err, Error::EmptyWorker { worker, .. } if worker == empty), "{err}");
+    let Err(err) = keys(&plan, empty) else { panic!("worker {empty} has no samples") };
+    assert!(
+        matches!(err, energon_cook::Error::Mix(Error::EmptyWorker { worker, .. }) if worker == empty),
+        "{err}"
+    );
 }
 
 #[test]
