@@ -17,6 +17,7 @@ mod hooks;
 mod loader;
 mod metadataset;
 mod mix;
+mod prepare;
 mod sample;
 
 use pyo3::prelude::*;
@@ -51,5 +52,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(worker_seed, m)?)?;
     m.add_function(wrap_pyfunction!(metadataset::dataset_kind, m)?)?;
     m.add_function(wrap_pyfunction!(metadataset::resolve_metadataset, m)?)?;
+    m.add_function(wrap_pyfunction!(prepare::prepare_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(prepare::prepare_jsonl, m)?)?;
+    m.add_function(wrap_pyfunction!(prepare::prepare_metadataset, m)?)?;
     Ok(())
 }

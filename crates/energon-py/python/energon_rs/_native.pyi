@@ -18,6 +18,9 @@ __all__ = [
     "_Reader",
     "__version__",
     "dataset_kind",
+    "prepare_dataset",
+    "prepare_jsonl",
+    "prepare_metadataset",
     "resolve_metadataset",
     "worker_seed",
 ]
@@ -130,6 +133,19 @@ class _FileStore:
     def media_table_missing(self) -> Optional[str]: ...
 
 def dataset_kind(path: str) -> str: ...
+def prepare_dataset(
+    path: str,
+    *,
+    split_ratio: Optional[tuple[float, float, float]] = None,
+    split_patterns: Optional[list[tuple[str, str]]] = None,
+    exclude: Optional[str] = None,
+    tar_index_only: bool = False,
+    shuffle_tars: bool = False,
+    num_workers: int = 4,
+    split_config: str = ...,
+) -> dict[str, Any]: ...
+def prepare_jsonl(path: str) -> int: ...
+def prepare_metadataset(path: str) -> tuple[list[str], list[str]]: ...
 def resolve_metadataset(
     path: str,
     split_part: str,

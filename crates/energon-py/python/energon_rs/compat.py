@@ -71,7 +71,17 @@ REFERENCE_MODULES = (
     "metadataset.loader_interface metadataset.metadataset metadataset.metadataset_v2 "
     "module_loader retry_stream rng sample_utils savable savable_loader source_info state "
     "task_encoder task_encoder.base task_encoder.cooking task_encoder.loader transforms "
-    "transforms.common worker wrappers"
+    "transforms.common worker wrappers "
+    "cli cli.main flavors.webdataset.aggregator_pool flavors.webdataset.tar_patcher "
+    "flavors.webdataset.thread_local_sqlite fork_hook tools tools.analyze_debug tools.checkpoint "
+    "tools.info tools.lint tools.mount tools.prepare tools.prepare_media tools.preview "
+    "transforms.custom transforms.mappers transforms.merge typed_converter watchdog "
+    "wrappers.base wrappers.batch_dataset wrappers.blend_dataset wrappers.buffer "
+    "wrappers.concat_dataset wrappers.epochize_dataset wrappers.filter_dataset "
+    "wrappers.gc_dataset wrappers.group_batch_dataset wrappers.iter_map_dataset "
+    "wrappers.limit_dataset wrappers.log_sample_dataset wrappers.map_dataset "
+    "wrappers.mix_batch_dataset wrappers.packing_dataset wrappers.repeat_dataset "
+    "wrappers.shuffle_buffer_dataset wrappers.skip wrappers.watchdog_dataset"
 ).split()
 
 _PACKAGE = "megatron.energon"
@@ -80,7 +90,9 @@ _NAMES = frozenset(REFERENCE_NAMES)
 
 #: energon_rs modules whose names the aliases also offer (after the package's own).
 _SOURCES = ("energon_rs", "energon_rs.rng", "energon_rs.task_encoder", "energon_rs.loader",
-            "energon_rs.sample", "energon_rs.cache", "energon_rs.worker", "energon_rs.media")
+            "energon_rs.sample", "energon_rs.cache", "energon_rs.worker", "energon_rs.media",
+            "energon_rs.sample_utils", "energon_rs.fork_hook", "energon_rs.edataclass", "energon_rs.epath",
+            "energon_rs.prepare")
 
 
 def _lookup(module: str, name: str) -> Any:

@@ -1,0 +1,73 @@
+//! `energon prepare` from Python: index a folder of tar shards (energon-index's prepare, all
+//! outputs committed at once), a JSONL file or the joins of a metadataset.
+
+use std::path::PathBuf;
+
+use energon_index::prepare::{self, PrepareOptions, SplitChoice};
+use pyo3::{prelude::*, types::PyDict};
+
+use crate::errors::{config_error, to_py_err};
+
+/// Prepares the WebDataset in folder `path` (writes every `.tar.idx` and `.nv-meta/`, not
+/// `dataset.yaml`). The split is `split_ratio` (train, val, test weights) or `split_patterns`
+/// (`(name, regex)` pairs, in order); `exclude` drops shards whose relative path matches.
+/// Returns a dict with `shards`, `shard_counts`, `split_parts` and `part_names`.
+#[pyfunction]
+#[pyo3(signature = (
+    path, *, split_ratio = None, split_patterns = None, exclude = None, tar_index_only = false,
+    shuffle_tars = false, num_workers = 4, split_config = "split.yaml".to_owned(),
+))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn prepare_dataset<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    split_ratio: Option<(f64, f64, f64)>,
+    split_patterns: Option<Vec<(String, String)>>,
+    exclude: Option<String>,
+    tar_index_only: bool,
+    shuffle_tars: bool,
+    num_workers: usize,
+    split_config: String,
+) -> PyResult<Bound<'py, PyDict>> {
+    let split = match (split_ratio, split_patterns) {
+        (Some(_), Some(_)) => {
+            return Err(config_error("give split_ratio or split_patterns, not both"));
+        }
+        (Some((train, val, test)), None) => SplitChoice::Ratio([train, val, test]),
+        (None, Some(patterns)) => SplitChoice::Parts(patterns),
+        (None, None) => SplitChoice::Ratio([1.0, 0.0, 0.0]),
+    };
+    if num_workers == 0 {
+        return Err(config_error("num_workers must be at least 1"));
+    }
+    let options =
+        PrepareOptions { split, exclude, num_workers, tar_index_only, shuffle_tars, split_config };
+    let summary = py
+        .detach(|| prepare::prepare_dataset(&path, &options, &|_| {}))
+        .map_err(|e| to_py_err(&e))?;
+    let res = PyDict::new(py);
+    res.set_item("shards", &summary.shards)?;
+    res.set_item("shard_counts", &summary.shard_counts)?;
+    res.set_item("split_parts", &summary.split_parts)?;
+    res.set_item("part_names", &summary.part_names)?;
+    Ok(res)
+}
+
+/// Prepares the JSONL file at `path` (writes `<file>.jsonl.idx`); returns its record count.
+#[pyfunction]
+pub(crate) fn prepare_jsonl(py: Python<'_>, path: PathBuf) -> PyResult<u64> {
+    py.detach(|| prepare::prepare_jsonl(&path)).map_err(|e| to_py_err(&e))
+}
+
+/// Prepares the metadataset at `path`: builds the join index of each of its joins that has
+/// none yet and removes stale ones. Returns the join index paths built or found and the paths
+/// removed.
+#[pyfunction]
+pub(crate) fn prepare_metadataset(
+    py: Python<'_>,
+    path: PathBuf,
+) -> PyResult<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let report =
+        py.detach(|| energon_mix::prepare_metadataset(&path)).map_err(|e| to_py_err(&e))?;
+    Ok((report.joins.into_iter().map(|j| j.path).collect(), report.removed))
+}
