@@ -96,6 +96,7 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
             let n = prepare::prepare_jsonl(&path)
                 .with_context(|| format!("while preparing {}", path.display()))?;
             println!("Prepared JSONL dataset {} with {n} samples", path.display());
+            println!("Done");
             return Ok(ExitCode::SUCCESS);
         }
         DatasetKind::Metadataset => {
@@ -203,10 +204,11 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
         )?;
         prepare_media::report(&media);
     }
-    if args.tar_index_only {
-        return Ok(ExitCode::SUCCESS);
+    if !args.tar_index_only {
+        write_dataset_yaml(&args, &path, &summary.part_names, interactive)?;
     }
-    write_dataset_yaml(&args, &path, &summary.part_names, interactive)?;
+    // The last line of a successful prepare, as the reference prints it.
+    println!("Done");
     Ok(ExitCode::SUCCESS)
 }
 

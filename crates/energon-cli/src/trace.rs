@@ -18,7 +18,6 @@ use energon_cook::{
     RestoreKey, StageState,
 };
 use energon_dist::WorkerConfig;
-use energon_index::discover::{DatasetKind, classify};
 use energon_mix::{LeafSample, MixOptions, MixPlan, ResolveOptions};
 use energon_reader::{Dataset, OpenOptions, RawSample};
 
@@ -132,12 +131,8 @@ impl LoaderArgs {
 }
 
 impl LoaderArgs {
-    /// Whether the path is a metadataset.
-    pub(crate) fn is_metadataset(&self) -> bool {
-        matches!(classify(&self.path), Ok(DatasetKind::Metadataset))
-    }
-
-    /// A metadataset loader builder with these settings (`--shuffle-over-epochs` is the outermost
+    /// A loader builder over the plan of the path (a metadataset, or a dataset as a plan of one
+    /// leaf) with these settings (`--shuffle-over-epochs` is the outermost
     /// `shuffle_over_epochs_multiplier`), turning samples into `T` with `load`.
     pub(crate) fn mix_builder<T, L>(&self, load: L) -> anyhow::Result<MixLoaderBuilder<T>>
     where
@@ -232,33 +227,18 @@ pub(crate) fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     let first_item = restore.as_ref().map_or(0, items_before);
     let batched = args.loader.batch_size > 0;
     // The loader is built (and its settings checked) even when nothing is to be printed.
-    let epoch: u64;
-    let loaders: KeyLoaders;
-    if args.loader.is_metadataset() {
-        let mut builder = args.loader.mix_builder(|s: LeafSample| Ok(Some(s.key().to_owned())))?;
-        let plan = builder.plan();
-        epoch = (0..plan.worker_config.n_local_workers()).map(|w| plan.len_worker(w)).sum();
-        if let Some(state) = restore {
-            builder = builder.restore_state(state);
-        }
-        loaders = if batched {
-            (None, Some(builder.build_batches()?))
-        } else {
-            (Some(builder.build_samples()?), None)
-        };
-    } else {
-        let dataset = args.loader.open()?;
-        let mut builder = args.loader.builder(dataset, |raw| Ok(Some(raw.key)))?;
-        epoch = builder.worker_slices()?.iter().map(|s| s.n_samples()).sum();
-        if let Some(state) = restore {
-            builder = builder.restore_state(state);
-        }
-        loaders = if batched {
-            (None, Some(builder.build_batches()?))
-        } else {
-            (Some(builder.build_samples()?), None)
-        };
+    // A dataset is a plan of one leaf: datasets and metadatasets load through the same stages.
+    let mut builder = args.loader.mix_builder(|s: LeafSample| Ok(Some(s.key().to_owned())))?;
+    let plan = builder.plan();
+    let epoch: u64 = (0..plan.worker_config.n_local_workers()).map(|w| plan.len_worker(w)).sum();
+    if let Some(state) = restore {
+        builder = builder.restore_state(state);
     }
+    let loaders: KeyLoaders = if batched {
+        (None, Some(builder.build_batches()?))
+    } else {
+        (Some(builder.build_samples()?), None)
+    };
     let limit = match args.limit {
         Some(limit) => limit,
         None if args.loader.val || args.save_after_batches.is_some() => u64::MAX,

@@ -62,7 +62,7 @@ fn checkpoint_info_tells_what_a_checkpoint_holds() {
     );
     assert!(out.starts_with(&want_start), "{out}");
     assert!(out.contains("    shuffle_buffer_size = 16\n"), "{out}");
-    assert!(out.contains("    dataset.shards = 4 shards, 200 samples, fingerprint "), "{out}");
+    assert!(out.contains("    leaf.0.shards = 4 shards, 200 samples, fingerprint "), "{out}");
     let json = run_ok(energon().args(["checkpoint", "info", "--json"]).arg(&state));
     let value: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(value["format"], "energon-rs-checkpoint");
@@ -204,7 +204,7 @@ fn damaged_newer_and_foreign_checkpoints_are_refused() {
             .arg(ref_small_dir().join("jsonl/data.jsonl")),
     );
     assert!(err.contains("saved by a different loader"), "{err}");
-    assert!(err.contains("dataset.shards is 4 shards, 200 samples"), "{err}");
+    assert!(err.contains("leaf.0.shards is 4 shards, 200 samples"), "{err}");
     // The same dataset with another shuffle buffer.
     let err = run_err(
         energon()
