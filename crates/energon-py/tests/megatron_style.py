@@ -325,6 +325,34 @@ class TextPackingTaskEncoder(PackingTaskEncoder):
     cookers = [Cooker(cook_text)]
 
 
+class BlendTaskEncoder(VLTaskEncoder):
+    """A blend of captioning samples and text samples cooked from JSONL, batched together."""
+
+    cookers = [Cooker(cook_text)]
+
+
+def blend_yaml(root: Path) -> Path:
+    """A metadataset blending the fixture's WebDataset (weight 3) with its JSONL part (weight 1),
+    written next to the temporary files (absolute paths: the fixture is read-only)."""
+    import tempfile
+
+    text = (
+        "__module__: megatron.energon\n"
+        "__class__: MetadatasetV2\n"
+        "splits:\n"
+        "  train:\n"
+        "    blend:\n"
+        f"      - weight: 3\n        path: {root}\n"
+        f"      - weight: 1\n        path: {root / 'jsonl' / 'data.jsonl'}\n"
+    )
+    path = Path(tempfile.gettempdir()) / f"energon-encoders-blend-{hashlib.sha256(text.encode()).hexdigest()[:12]}.yaml"
+    if not path.exists() or path.read_text() != text:
+        tmp = path.with_suffix(f".{id(text)}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path
+
+
 @dataclass(frozen=True)
 class Config:
     """One recorded configuration: how to build the loader and how to drive it."""
@@ -339,11 +367,25 @@ class Config:
     after: int
 
 
-def _train(encoder: type, *, nw: int, bs: Optional[int], sb: Optional[int], seed: int = 0, msps: Optional[int] = 10, sub: str = "", **kw: Any) -> Callable[[Path], Any]:
+def _train(
+    encoder: type,
+    *,
+    nw: int,
+    bs: Optional[int],
+    sb: Optional[int],
+    seed: int = 0,
+    msps: Optional[int] = 10,
+    sub: str = "",
+    rank: int = 0,
+    world_size: int = 1,
+    blend: bool = False,
+    **kw: Any,
+) -> Callable[[Path], Any]:
     def build(root: Path) -> Any:
-        wc = WorkerConfig(rank=0, world_size=1, num_workers=nw, seed_offset=seed)
+        wc = WorkerConfig(rank=rank, world_size=world_size, num_workers=nw, seed_offset=seed)
+        path = blend_yaml(root) if blend else root / sub if sub else root
         ds = get_train_dataset(
-            str(root / sub) if sub else str(root),
+            str(path),
             worker_config=wc,
             batch_size=bs,
             shuffle_buffer_size=sb,
@@ -376,6 +418,8 @@ CONFIGS = {
         Config("generator", _train(MultiViewTaskEncoder, nw=2, bs=3, sb=None), 10, (0, 3, 6), 4),
         Config("virtual_epoch", _train(VLTaskEncoder, nw=2, bs=4, sb=16, virtual_epoch_length=5), 14, (0, 4, 7, 10), 4),
         Config("val_limit", _val_limit(nw=2, bs=4, limit=5), 12, (0, 3, 7), 4),
+        Config("caption_tiles_ws2_r1", _train(VLTaskEncoder, nw=2, bs=3, sb=16, rank=1, world_size=2), 10, (0, 3, 6), 4),
+        Config("blend", _train(BlendTaskEncoder, nw=2, bs=4, sb=8, blend=True), 12, (0, 3, 8), 4),
         Config("jsonl_text_packing", _train(TextPackingTaskEncoder, nw=1, bs=2, sb=8, sub="jsonl/data.jsonl", packing_buffer_size=8), 10, (0, 3, 6), 4),
     )
 }
