@@ -188,3 +188,9 @@ def test_get_loader_takes_the_deprecated_worker_config(ref_small):
     assert len(next(iter(loader)).__key__) == 4
     with pytest.raises(ValueError), pytest.warns(DeprecationWarning):
         energon_rs.get_loader(ds, worker_config=energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2))
+
+
+def test_worker_config_config_and_log_level():
+    wc = energon_rs.WorkerConfig(rank=1, world_size=2, num_workers=3, worker_log_level=1)
+    assert wc.config() == {"rank": 1, "world_size": 2, "num_workers": 3, "data_parallel_group": None}
+    assert wc.should_log(1) and not wc.should_log(2)

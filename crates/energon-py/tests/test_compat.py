@@ -84,3 +84,24 @@ def test_the_missing_names_in_the_docs_are_the_missing_names():
     assert listed == compat.missing_names(), (
         "update docs/compat.md's list to: " + ", ".join(f"`{n}`" for n in compat.missing_names())
     )
+
+
+def test_submodules_with_a_name_of_the_package_keep_the_name(installed):
+    import megatron.energon.edataclass  # noqa: F401
+    from megatron.energon import edataclass
+    from megatron.energon.tools.info import command as info
+    from megatron.energon.tools.prepare import command as prepare
+
+    assert edataclass is energon_rs.edataclass
+    assert (info.name, prepare.name) == ("info", "prepare")
+
+
+def test_install_hands_out_torch_tensors_by_default(ref_small):
+    import energon_rs.loader
+
+    compat.install()
+    try:
+        assert energon_rs.loader.DEFAULT_TORCH is True
+    finally:
+        compat.uninstall()
+    assert energon_rs.loader.DEFAULT_TORCH is False

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from energon_rs import CaptioningSample
-from energon_rs.edataclass import edataclass
+from energon_rs import edataclass
 from energon_rs.sample_utils import format_sample_detailed
 
 

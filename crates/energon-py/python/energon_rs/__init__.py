@@ -73,6 +73,7 @@ from .sample import (
     VidQASample,
     VQAOCRSample,
     VQASample,
+    edataclass,
 )
 from .task_encoder import (
     Cooker,
@@ -145,6 +146,7 @@ __all__ = [
     "batch_pad_stack",
     "batch_stack",
     "cooker",
+    "edataclass",
     "generic_batch",
     "get_loader",
     "get_savable_loader",

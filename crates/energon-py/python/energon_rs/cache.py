@@ -58,6 +58,14 @@ class FileStore:
         """The dataset, folder or file the store reads."""
         raise NotImplementedError
 
+    def _get_raw(self, key: str) -> tuple[Any, SourceInfo]:
+        """The stored form of file `key` (what a cache keeps) and its `SourceInfo`."""
+        return self[key]
+
+    def _decode_raw(self, data: Any, **kwargs: Any) -> Any:
+        """The data of a file from its stored form (`_get_raw`)."""
+        return data
+
     def get_media_metadata(self, key: str) -> MediaMetadataBase:
         """The media metadata stored for file `key`."""
         raise NotImplementedError(f"{type(self).__name__} does not support media metadata")
@@ -177,6 +185,12 @@ class _Wrapper(FileStore):
     def get_media_metadata(self, key: str) -> MediaMetadataBase:
         return self._inner.get_media_metadata(key)
 
+    def _get_raw(self, key: str) -> tuple[Any, SourceInfo]:
+        return self._inner._get_raw(key)
+
+    def _decode_raw(self, data: Any, **kwargs: Any) -> Any:
+        return self._inner._decode_raw(data, **kwargs)
+
 
 class DecodeFileStore(_Wrapper):
     """A store whose files are decoded by their part name (what follows the key), as sample
@@ -188,15 +202,35 @@ class DecodeFileStore(_Wrapper):
         self.decoder = decoder
         self._torch = torch
 
+    def _custom_decode(self) -> Any:
+        """The decoder's own `decode(fname, raw)` method, if it has one."""
+        return getattr(self.decoder, "decode", None)
+
     def __getitem__(self, key: str) -> tuple[Any, SourceInfo]:
         inner = self._inner
-        if isinstance(inner, _NativeStore):
+        if isinstance(inner, _NativeStore) and self._custom_decode() is None:
             return inner._decoded(
                 key, self.decoder.image_decode, self.decoder.guess_content, self._torch
             )
-        raise TypeError(
-            f"DecodeFileStore decodes the stores of energon_rs, not {type(inner).__name__}"
-        )
+        raw, source_info = inner[key]
+        return self._decode_raw(raw, fname=key), source_info
+
+    def _get_raw(self, key: str) -> tuple[Any, SourceInfo]:
+        if isinstance(self._inner, _NativeStore) and self._custom_decode() is None:
+            return self[key]  # decoded in Rust; kept as the value
+        return self._inner._get_raw(key)
+
+    def _decode_raw(self, data: Any, **kwargs: Any) -> Any:
+        decode = self._custom_decode()
+        if decode is None and isinstance(self._inner, _NativeStore):
+            return data  # `_get_raw` gave the decoded value
+        if decode is None:
+            raise TypeError(
+                f"DecodeFileStore decodes the stores of energon_rs, or others with a decoder "
+                f"that has a decode(fname, raw) method; not {type(self._inner).__name__} with "
+                f"{type(self.decoder).__name__}"
+            )
+        return decode(kwargs["fname"], self._inner._decode_raw(data, **kwargs))
 
     def __repr__(self) -> str:
         return f"DecodeFileStore(inner={self._inner!r}, decoder={self.decoder!r})"

@@ -91,11 +91,29 @@ _NAMES = frozenset(REFERENCE_NAMES)
 #: energon_rs modules whose names the aliases also offer (after the package's own).
 _SOURCES = ("energon_rs", "energon_rs.rng", "energon_rs.task_encoder", "energon_rs.loader",
             "energon_rs.sample", "energon_rs.cache", "energon_rs.worker", "energon_rs.media",
-            "energon_rs.sample_utils", "energon_rs.fork_hook", "energon_rs.edataclass", "energon_rs.epath",
-            "energon_rs.prepare")
+            "energon_rs.sample_utils", "energon_rs.fork_hook", "energon_rs.epath",
+            "energon_rs.prepare", "energon_rs.wrappers",
+            "energon_rs.cache_pool")
+
+
+#: Names that mean different things in different modules: (module, name) -> (source, name).
+_MODULE_NAMES = {
+    ("tools.prepare", "command"): ("energon_rs.cli", "prepare_command"),
+    ("tools.prepare_media", "command"): ("energon_rs.cli", "prepare_media_command"),
+    ("tools.info", "command"): ("energon_rs.cli", "info_command"),
+    ("tools.lint", "command"): ("energon_rs.cli", "lint_command"),
+    ("tools.preview", "command"): ("energon_rs.cli", "preview_command"),
+    ("tools.checkpoint", "command"): ("energon_rs.cli", "checkpoint_command"),
+    ("tools.checkpoint", "command_redist"): ("energon_rs.cli", "command_redist"),
+    ("tools.analyze_debug", "command"): ("energon_rs.cli", "analyze_debug_command"),
+    ("cli.main", "prepare_media_command"): ("energon_rs.cli", "prepare_media_command"),
+}
 
 
 def _lookup(module: str, name: str) -> Any:
+    special = _MODULE_NAMES.get((module.removeprefix(_PACKAGE + "."), name))
+    if special is not None:
+        return getattr(importlib.import_module(special[0]), special[1])
     for source in _SOURCES:
         mod = importlib.import_module(source)
         if hasattr(mod, name):
@@ -110,8 +128,19 @@ def _missing_message(module: str, name: str) -> str:
     )
 
 
+class _Package(types.ModuleType):
+    """The alias of `megatron.energon`: importing its submodule `edataclass` does not hide the
+    function of that name (the reference's package binds the function after the import)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and name in _NAMES:
+            return
+        super().__setattr__(name, value)
+
+
 def _alias(fullname: str) -> types.ModuleType:
-    module = types.ModuleType(fullname, f"energon_rs serving {fullname}")
+    cls = _Package if fullname == _PACKAGE else types.ModuleType
+    module = cls(fullname, f"energon_rs serving {fullname}")
     module.__path__ = []  # a package: its submodules import through the finder too
     module.__getattr__ = lambda name: _lookup(fullname, name)  # type: ignore[method-assign]
     if fullname == _PACKAGE:
@@ -151,9 +180,12 @@ class _Finder(importlib.abc.MetaPathFinder):
 _installed: Optional[_Finder] = None
 
 
-def install() -> None:
-    """Makes `import megatron.energon...` import energon_rs (idempotent)."""
+def install(torch: bool = True) -> None:
+    """Makes `import megatron.energon...` import energon_rs (idempotent). With `torch` (the
+    default), datasets hand tensors out as torch tensors, as the reference does
+    (`energon_rs.loader.DEFAULT_TORCH`)."""
     global _installed
+    importlib.import_module("energon_rs.loader").DEFAULT_TORCH = torch
     if _installed is not None:
         return
     for name in [n for n in sys.modules if n == _PACKAGE or n.startswith(_PACKAGE + ".")]:
@@ -168,6 +200,7 @@ def uninstall() -> None:
     global _installed
     if _installed is None:
         return
+    importlib.import_module("energon_rs.loader").DEFAULT_TORCH = False
     sys.meta_path.remove(_installed)
     own_megatron = _installed.own_megatron
     _installed = None

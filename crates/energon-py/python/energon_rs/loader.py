@@ -27,6 +27,7 @@ __all__ = [
     "LoadedDataset",
     "LoadedDatasetList",
     "SavableDataLoader",
+    "SavableDataset",
     "get_loader",
     "get_savable_loader",
     "get_train_dataset",
@@ -58,8 +59,17 @@ def _stop_all() -> None:
 
 _STATE_VERSION = 2
 
+#: Whether datasets hand tensors out as torch tensors when `torch` is not given (`False`:
+#: numpy arrays). `energon_rs.compat.install()` sets it, as the reference gives torch tensors.
+DEFAULT_TORCH = False
 
-class Dataset:
+
+class SavableDataset:
+    """Base of the datasets whose loader can save and restore its position: every energon_rs
+    pipeline."""
+
+
+class Dataset(SavableDataset):
     """A dataset with its pipeline settings, as `get_train_dataset` / `get_val_dataset` make it.
 
     Iterating it directly runs a loader in this process; `get_loader` is the usual way."""
@@ -137,13 +147,15 @@ def _dataset(
     limit: Optional[int],
     shuffle_over_epochs_multiplier: Optional[int],
     task_encoder: TaskEncoder,
-    torch: bool,
+    torch: Optional[bool],
     kwargs: dict,
     repeat: Optional[bool] = None,
     leaf: Optional[int] = None,
 ) -> Dataset:
     if worker_config is None:
         raise ValueError("worker_config is required")
+    if torch is None:
+        torch = DEFAULT_TORCH
     arguments = dict(locals())
     arguments["kwargs"] = dict(kwargs)
     decoder = task_encoder.decoder
@@ -232,7 +244,7 @@ def get_train_dataset(
     shuffle_over_epochs_multiplier: Optional[int] = 1,
     task_encoder: Optional[TaskEncoder] = None,
     repeat: bool = True,
-    torch: bool = False,
+    torch: Optional[bool] = None,
     **kwargs: Any,
 ) -> Dataset:
     """The training pipeline of a prepared dataset, a JSONL file or a metadataset: shuffled
@@ -240,7 +252,7 @@ def get_train_dataset(
     its `blend` / `blend_epochized` say), the shuffle buffer, the task encoder, batches.
 
     `torch=True` hands tensors out as `torch.Tensor`s (sharing the Rust buffers) instead of
-    numpy arrays."""
+    numpy arrays (`None`: `energon_rs.loader.DEFAULT_TORCH`)."""
     return _dataset(
         path,
         split_part=split_part,
@@ -271,7 +283,7 @@ def get_val_dataset(
     packing_buffer_size: Optional[int] = None,
     limit: Optional[int] = None,
     task_encoder: Optional[TaskEncoder] = None,
-    torch: bool = False,
+    torch: Optional[bool] = None,
     **kwargs: Any,
 ) -> Dataset:
     """The validation pipeline: slices in order, one pass, no shuffling (a metadataset's
@@ -305,7 +317,7 @@ def get_val_datasets(
     packing_buffer_size: Optional[int] = None,
     limit: Optional[int] = None,
     task_encoder: Optional[TaskEncoder] = None,
-    torch: bool = False,
+    torch: Optional[bool] = None,
     **kwargs: Any,
 ) -> list[tuple[Dataset, "_LeafDataset"]]:
     """One validation pipeline per dataset of the split (for per-dataset metrics): a list of
@@ -594,6 +606,13 @@ class _LeafDataset:
     dataset_config: Optional[str] = None
     subflavors: Optional[dict] = None
     shuffle_over_epochs: Optional[int] = 1
+
+    @property
+    def paths(self) -> list:
+        """The dataset's path as a list of `EPath` (the reference's factories list theirs)."""
+        from .epath import EPath
+
+        return [EPath(self.path)]
 
     def reader(self, *, torch: bool = False, **kwargs: Any) -> Any:
         """Random access to the dataset's samples (not for joins)."""

@@ -30,9 +30,18 @@ __all__ = [
     "VQAOCRSample",
     "VQASample",
     "VidQASample",
+    "edataclass",
 ]
 
 T = TypeVar("T", bound="Sample")
+C = TypeVar("C", bound=type)
+
+
+def edataclass(cls: C) -> C:
+    """The dataclass decorator of sample types: `@dataclass(kw_only=True, slots=True)`.
+    Keyword-only fields let a subclass add fields without defaults after the base's fields
+    with defaults; slots keep the instances small."""
+    return dataclass(kw_only=True, slots=True)(cls)  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,21 @@ class WorkerConfig:
             data_parallel_group=data_parallel_group,
         )
 
+    def config(self) -> dict[str, Any]:
+        """The settings that define the data order: rank, world size, workers, and the size of
+        the data-parallel group (`None` without one)."""
+        group = self.data_parallel_group
+        return {
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "num_workers": self.num_workers,
+            "data_parallel_group": group.size() if group else None,
+        }
+
+    def should_log(self, level: int) -> bool:
+        """Whether worker debug messages of `level` are recorded (`worker_log_level`)."""
+        return level <= self.worker_log_level
+
     def worker_seed(self, local_worker_id: int = 0) -> int:
         """The seed of a local worker's random streams (the reference's worker seed)."""
         return _native.worker_seed(

@@ -1,0 +1,336 @@
+"""The reference's dataset-building API over energon_rs pipelines: `get_dataset_from_config`
+(one dataset without batching) and the wrapper datasets that add a stage to it.
+
+    ds = get_dataset_from_config(path, split_part="train", training=False,
+                                 worker_config=wc).build()
+    ds = MapDataset(ds, lambda s: s.caption, worker_config=wc)       # a map after the samples
+    ds = BatchDataset(ds, batch_size=8, batcher=my_batch, worker_config=wc)
+    for batch in get_loader(ds): ...
+
+A wrapper does not iterate anything itself: it describes its stage, and the result is a new
+pipeline of the Rust core with the stage in place (a map before batching runs as the sample
+hook, a batcher as the batch hook, a map after batching as the batch encoding). Stages that
+the core's fixed stage order cannot express (a second batching, a map between two stages it
+does not separate) raise `NotImplementedError`, as do the wrappers that would combine several
+complete pipelines (`BlendDataset`, `MixBatchDataset`, `ConcatDataset`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import enum
+import os
+from typing import Any, Callable, Optional, Union
+
+from . import _native
+from .loader import Dataset, SavableDataset, _dataset
+from .task_encoder import TaskEncoder
+from .worker import WorkerConfig
+
+__all__ = [
+    "AugmentTaskEncoder",
+    "BatchDataset",
+    "BlendDataset",
+    "ConcatDataset",
+    "DatasetBlendMode",
+    "DatasetFactory",
+    "MapDataset",
+    "MixBatchDataset",
+    "SavableDataset",
+    "get_dataset_from_config",
+    "generic_concat",
+    "homogeneous_concat_mix",
+    "traverse_metadataset",
+]
+
+
+class DatasetBlendMode(enum.Enum):
+    """How the datasets of a split combine (`LoadedDatasetList.blend_mode`)."""
+
+    NONE = "none"
+    DATASET_WEIGHT = "dataset_weight"
+    SAMPLE_REPETITIONS = "sample_repetitions"
+
+    def __eq__(self, other: object) -> bool:
+        # `LoadedDatasetList.blend_mode` is the mode's value.
+        if isinstance(other, str):
+            return self.value == other
+        return super().__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+class DatasetFactory:
+    """One split of a prepared dataset or JSONL file, with its settings; `build()` makes its
+    pipeline (samples in order for validation, shuffled slices repeated for training), without
+    shuffle buffer or batching."""
+
+    def __init__(self, path: str, split_part: str, training: bool, worker_config: WorkerConfig,
+                 kwargs: dict) -> None:
+        self.path = path
+        self.split_part = split_part
+        self.training = training
+        self.worker_config = worker_config
+        self._kwargs = kwargs
+
+    def build(self, worker_rotation_offset: int = 0) -> Dataset:
+        if worker_rotation_offset:
+            raise NotImplementedError("worker_rotation_offset is chosen by the Rust core")
+        kwargs = dict(self._kwargs)
+        task_encoder = kwargs.pop("task_encoder", None) or TaskEncoder()
+        return _dataset(
+            self.path,
+            split_part=self.split_part,
+            worker_config=self.worker_config,
+            training=self.training,
+            batch_size=None,
+            batch_drop_last=False,
+            packing_buffer_size=None,
+            shuffle_buffer_size=None,
+            max_samples_per_sequence=kwargs.pop("max_samples_per_sequence", None),
+            virtual_epoch_length=0,
+            limit=None,
+            shuffle_over_epochs_multiplier=kwargs.pop("shuffle_over_epochs_multiplier", 1),
+            task_encoder=task_encoder,
+            torch=kwargs.pop("torch", None),
+            kwargs=kwargs,
+        )
+
+    def __len__(self) -> int:
+        return len(self.build())
+
+    def __repr__(self) -> str:
+        return f"DatasetFactory({self.path!r}, split_part={self.split_part!r})"
+
+
+def get_dataset_from_config(
+    path: Union[str, os.PathLike],
+    *,
+    dataset_config: str = "dataset.yaml",
+    split_config: Optional[str] = None,
+    split_part: str = "train",
+    training: bool = True,
+    subflavors: Optional[dict] = None,
+    worker_config: WorkerConfig,
+    sample_type: Optional[type] = None,
+    **kwargs: Any,
+) -> DatasetFactory:
+    """The factory of split `split_part` of the prepared dataset (or JSONL file) at `path`,
+    as `dataset_config` (in `.nv-meta/`) describes it. `sample_type`, when given, must be the
+    class the dataset yields (or a base of it)."""
+    if subflavors:
+        raise NotImplementedError("subflavors of a single dataset: use a metadataset")
+    path = os.fspath(path)
+    factory = DatasetFactory(
+        path, split_part, training, worker_config,
+        {**kwargs, "dataset_config": dataset_config, "split_config": split_config},
+    )
+    if sample_type is not None:
+        built = factory.build()
+        name = built.sample_type
+        if name is not None and name != sample_type.__name__ and not any(
+            base.__name__ == name for base in sample_type.__mro__
+        ) and not _is_subclass_named(name, sample_type):
+            raise _native.ConfigError(
+                f"{path} yields {name} samples, not {sample_type.__name__}"
+            )
+    return factory
+
+
+def _is_subclass_named(name: str, cls: type) -> bool:
+    import energon_rs
+
+    own = getattr(energon_rs, name, None)
+    return isinstance(own, type) and issubclass(own, cls)
+
+
+def _encoder_of(dataset: Dataset) -> TaskEncoder:
+    return dataset._arguments["task_encoder"]
+
+
+def _with_encoder(dataset: Dataset, methods: dict[str, Callable[..., Any]], **changes: Any) -> Dataset:
+    """The dataset's pipeline with its task encoder's `methods` replaced."""
+    inner = _encoder_of(dataset)
+    cls = type(f"Wrapped{type(inner).__name__}", (type(inner),), methods)
+    encoder = copy.copy(inner)
+    encoder.__class__ = cls
+    return dataset._with(task_encoder=encoder, **changes)
+
+
+def _check(dataset: Any, wrapper: str) -> Dataset:
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"{wrapper} wraps an energon_rs dataset, not {type(dataset).__name__}")
+    return dataset
+
+
+def MapDataset(  # noqa: N802 (the reference's class name)
+    dataset: Dataset,
+    map_fn: Callable[[Any], Any],
+    *,
+    len_map_fn: Callable[[int], int] = lambda x: x,
+    error_handler: Any = None,
+    stateless_map_fn: bool = False,
+    map_fn_config: Any = None,
+    failure_tolerance: Optional[int] = None,
+    worker_config: Optional[WorkerConfig] = None,
+) -> Dataset:
+    """`map_fn` applied to each item: to each sample before batching (after the sample
+    encoding), or to each batch after batching (after the batch encoding)."""
+    dataset = _check(dataset, "MapDataset")
+    if len_map_fn(7) != 7:
+        raise NotImplementedError("MapDataset with a len_map_fn that changes the length")
+    inner = type(_encoder_of(dataset))
+    if dataset._config.get("batch_size"):
+        def encode_batch(self: Any, batch: Any) -> Any:
+            return map_fn(inner.encode_batch(self, batch))
+
+        return _with_encoder(dataset, {"encode_batch": encode_batch})
+
+    def encode_sample(self: Any, sample: Any) -> Any:
+        return map_fn(inner.encode_sample(self, sample))
+
+    return _with_encoder(dataset, {"encode_sample": encode_sample})
+
+
+def BatchDataset(  # noqa: N802 (the reference's class name)
+    dataset: Dataset,
+    batch_size: int,
+    batcher: Callable[[list], Any],
+    *,
+    batcher_stateless: bool = False,
+    batcher_config: Any = None,
+    drop_last: bool = False,
+    error_handler: Any = None,
+    failure_tolerance: Optional[int] = None,
+    worker_config: Optional[WorkerConfig] = None,
+) -> Dataset:
+    """Batches of `batch_size` items made by `batcher` (the last one shorter unless
+    `drop_last`)."""
+    dataset = _check(dataset, "BatchDataset")
+    if dataset._config.get("batch_size"):
+        raise NotImplementedError("BatchDataset over a batched dataset (batches of batches)")
+    if batch_size < 1:
+        raise _native.ConfigError(f"batch_size must be at least 1, not {batch_size}")
+
+    def batch(self: Any, samples: list) -> Any:
+        return batcher(samples)
+
+    return _with_encoder(dataset, {"batch": batch}, batch_size=batch_size, batch_drop_last=drop_last)
+
+
+def _needs_core(name: str) -> Any:
+    def make(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            f"{name} of separately built pipelines is not supported by energon_rs yet: "
+            "combine datasets in a metadataset (blend, blend_epochized) instead"
+        )
+
+    make.__name__ = name
+    return type(name, (SavableDataset,), {"__new__": lambda cls, *a, **k: make(*a, **k)})
+
+
+BlendDataset = _needs_core("BlendDataset")
+MixBatchDataset = _needs_core("MixBatchDataset")
+ConcatDataset = _needs_core("ConcatDataset")
+
+
+def generic_concat(batches: list) -> Any:
+    """Concatenates batches of one type: tensors and arrays along the first dimension, lists
+    and tuples joined, dataclasses and dicts field by field; other values must be equal."""
+    first = batches[0]
+    if dataclasses.is_dataclass(first) and not isinstance(first, type):
+        if any(type(b) is not type(first) for b in batches):
+            raise TypeError("generic_concat needs batches of one type")
+        return type(first)(**{
+            f.name: generic_concat([getattr(b, f.name) for b in batches])
+            for f in dataclasses.fields(first) if f.init
+        })
+    if isinstance(first, dict):
+        return {k: generic_concat([b[k] for b in batches]) for k in first}
+    if isinstance(first, (list, tuple)):
+        return type(first)(x for b in batches for x in b)
+    module = type(first).__module__
+    if module.startswith("torch"):
+        import torch
+
+        return torch.cat(batches)
+    if module == "numpy" and type(first).__name__ == "ndarray":
+        import numpy as np
+
+        return np.concatenate(batches)
+    if any(b != first for b in batches):
+        raise ValueError(f"cannot concatenate differing values {batches!r}")
+    return first
+
+
+def homogeneous_concat_mix(samples: list) -> Any:
+    """The `batch_mix_fn` that concatenates batches of one type (`generic_concat`)."""
+    return generic_concat(samples)
+
+
+class AugmentTaskEncoder(TaskEncoder):
+    """A task encoder around another one: every hook and setting is the inner encoder's, and a
+    subclass overrides the hooks it augments (calling `super()` for the inner one)."""
+
+    def __init__(self, task_encoder: TaskEncoder) -> None:
+        self._task_encoder = task_encoder
+
+    @property
+    def decoder(self) -> Any:  # type: ignore[override]
+        return self._task_encoder.decoder
+
+    @property
+    def cookers(self) -> Any:  # type: ignore[override]
+        return self._task_encoder.cookers
+
+    def encode_sample(self, sample: Any) -> Any:
+        return self._task_encoder.encode_sample(sample)
+
+    def batch(self, samples: list) -> Any:
+        return self._task_encoder.batch(samples)
+
+    def encode_batch(self, batch: Any) -> Any:
+        return self._task_encoder.encode_batch(batch)
+
+    def cook_crude_sample(self, sample: Any, cooker: Any, aux: dict) -> Any:
+        return self._task_encoder.cook_crude_sample(sample, cooker, aux)
+
+
+@dataclasses.dataclass
+class DatasetReference:
+    """One dataset of a metadataset split, as `traverse_metadataset` lists it: its path, the
+    split part it reads, its subflavors and its auxiliary sources by name."""
+
+    path: Any
+    split_part: str
+    subflavors: dict
+    aux: dict
+    weight: Optional[float] = None
+    repetitions: Optional[Union[int, float]] = None
+
+
+def traverse_metadataset(
+    path: Union[str, os.PathLike], split_part: str = "train", **kwargs: Any
+) -> list[DatasetReference]:
+    """The datasets of split `split_part` of the metadataset at `path`, nested metadatasets
+    flattened, in tree order (a join is listed by its primary dataset)."""
+    from .epath import EPath
+
+    if kwargs:
+        raise TypeError(f"unexpected keyword arguments: {sorted(kwargs)}")
+    _mode, leaves = _native.resolve_metadataset(os.fspath(path), split_part)
+    refs = []
+    for leaf in leaves:
+        refs.append(
+            DatasetReference(
+                path=EPath(leaf["path"]),
+                split_part=leaf["split_part"],
+                subflavors=dict(leaf["subflavors"] or {}),
+                aux={name: EPath(store.path) for name, store in leaf["aux"].items()},
+                weight=leaf["weight"],
+                repetitions=leaf["repetitions"],
+            )
+        )
+    return refs

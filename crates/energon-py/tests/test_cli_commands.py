@@ -1,0 +1,45 @@
+"""`energon_rs.cli`: the `energon` commands as click commands, forwarding to the program."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from conftest import REF_SMALL, energon_bin
+
+click_testing = pytest.importorskip("click.testing")
+
+
+@pytest.fixture
+def runner(monkeypatch):
+    monkeypatch.setenv("ENERGON_BIN", str(energon_bin()))
+    return click_testing.CliRunner()
+
+
+def test_prepare_and_info_forward_to_the_program(runner, tmp_path):
+    from energon_rs.cli import info_command, prepare_command
+
+    ds = tmp_path / "ds"
+    (ds / "shards").mkdir(parents=True)
+    for tar in (REF_SMALL / "shards").glob("*.tar"):
+        shutil.copyfile(tar, ds / "shards" / tar.name)
+    args = [str(ds), "--non-interactive", "--split-ratio=1,0,0", "--sample-type=CaptioningSample",
+            '--field-map={"image": "jpg", "caption": "txt"}']
+    res = runner.invoke(prepare_command, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines()[-1] == "Done"
+    assert (ds / ".nv-meta" / "dataset.yaml").is_file()
+    res = runner.invoke(info_command, [str(ds)], catch_exceptions=False)
+    assert res.exit_code == 0 and "200" in res.stdout
+    res = runner.invoke(prepare_command, [str(tmp_path / "missing")])
+    assert res.exit_code != 0
+
+
+def test_a_missing_program_is_a_clear_error(monkeypatch):
+    from energon_rs.cli import lint_command
+
+    monkeypatch.setenv("ENERGON_BIN", "")
+    monkeypatch.setenv("PATH", "")
+    res = click_testing.CliRunner().invoke(lint_command, ["x"])
+    assert res.exit_code == 1 and "energon program was not found" in res.output
