@@ -1,9 +1,13 @@
 //! `energon prepare` from Python: index a folder of tar shards (energon-index's prepare, all
-//! outputs committed at once), a JSONL file or the joins of a metadataset.
+//! outputs committed at once), a JSONL file or the joins of a metadataset; store media metadata.
 
 use std::path::PathBuf;
 
-use energon_index::prepare::{self, PrepareOptions, SplitChoice};
+use energon_index::{
+    media::TableMode,
+    prepare::{self, PrepareOptions, SplitChoice},
+};
+use energon_reader::media::{MediaFilter, MediaStrategy, prepare::PrepareMediaOptions};
 use pyo3::{prelude::*, types::PyDict};
 
 use crate::errors::{config_error, to_py_err};
@@ -70,4 +74,40 @@ pub(crate) fn prepare_metadataset(
     let report =
         py.detach(|| energon_mix::prepare_metadataset(&path)).map_err(|e| to_py_err(&e))?;
     Ok((report.joins.into_iter().map(|j| j.path).collect(), report.removed))
+}
+
+/// Stores the media metadata of the prepared WebDataset or plain folder at `path` in its
+/// `.nv-meta/index.sqlite` (as `energon prepare-media`): `strategy` is `extension`, `header` or
+/// `glob` (with `patterns`); `replace` drops the existing media tables first. Returns the
+/// number of rows stored and of media entries that could not be read.
+#[pyfunction]
+#[pyo3(signature = (path, strategy, patterns = Vec::new(), num_workers = 4, replace = false))]
+pub(crate) fn prepare_media(
+    py: Python<'_>,
+    path: PathBuf,
+    strategy: &str,
+    patterns: Vec<String>,
+    num_workers: usize,
+    replace: bool,
+) -> PyResult<(u64, u64)> {
+    let strategy = match strategy {
+        "extension" => MediaStrategy::Extension,
+        "header" => MediaStrategy::Header,
+        "glob" => MediaStrategy::Glob,
+        other => {
+            return Err(config_error(format!(
+                "unknown media strategy {other:?} (extension, header or glob)"
+            )));
+        }
+    };
+    if num_workers == 0 {
+        return Err(config_error("num_workers must be at least 1"));
+    }
+    let filter = MediaFilter::new(strategy, patterns).map_err(|e| to_py_err(&e))?;
+    let tables = if replace { TableMode::Replace } else { TableMode::Add };
+    let options = PrepareMediaOptions { filter, num_workers, tables };
+    let summary = py
+        .detach(|| energon_reader::media::prepare::prepare_media(&path, &options, &|_| {}))
+        .map_err(|e| to_py_err(&e))?;
+    Ok((summary.n_stored, summary.n_skipped))
 }

@@ -81,3 +81,29 @@ def test_prepare_jsonl(ref_small, tmp_path):
     n = CrudeJsonlDatasetFactory.prepare_dataset(path)
     assert n == len([line for line in path.read_text().splitlines() if line.strip()])
     assert path.with_suffix(".jsonl.idx").read_bytes() == (ref_small / "jsonl" / "data.jsonl.idx").read_bytes()
+
+
+def test_media_metadata_of_a_folder_and_of_a_prepared_dataset(ref_small, tmp_path):
+    from energon_rs.prepare import MediaFilterConfig, MediaFilterStrategy, prepare_filesystem_dataset
+
+    folder = tmp_path / "media"
+    folder.mkdir()
+    jpg = energon_rs.WebdatasetFileStore(ref_small)["00000000.jpg"][0]
+    (folder / "a.jpg").write_bytes(bytes(jpg))
+    (folder / "notes.txt").write_text("hello")
+    n = prepare_filesystem_dataset(folder, MediaFilterConfig(strategy=MediaFilterStrategy.EXTENSION), progress=False)
+    assert n == 1
+    meta = energon_rs.SystemFileStore(folder).get_media_metadata("a.jpg")
+    assert isinstance(meta, energon_rs.ImageMetadata) and meta.width > 0
+    with pytest.raises(KeyError):
+        energon_rs.SystemFileStore(folder).get_media_metadata("notes.txt")
+    with pytest.raises(energon_rs.ConfigError):
+        prepare_filesystem_dataset(folder, MediaFilterConfig(strategy=MediaFilterStrategy.GLOB))
+
+    root = _shards_only(ref_small, tmp_path / "ds")
+    BaseWebdatasetFactory.prepare_dataset(
+        root, ["shards/data-{000000..000003}.tar"], split_parts_ratio=[("train", 1.0)],
+        media_filter=MediaFilterConfig(strategy=MediaFilterStrategy.HEADER),
+    )
+    store = energon_rs.WebdatasetFileStore(root)
+    assert store.get_media_metadata("00000001.jpg").height == meta.height

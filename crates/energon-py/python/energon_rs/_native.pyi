@@ -20,6 +20,7 @@ __all__ = [
     "dataset_kind",
     "prepare_dataset",
     "prepare_jsonl",
+    "prepare_media",
     "prepare_metadataset",
     "resolve_metadataset",
     "worker_seed",
@@ -145,6 +146,13 @@ def prepare_dataset(
     split_config: str = ...,
 ) -> dict[str, Any]: ...
 def prepare_jsonl(path: str) -> int: ...
+def prepare_media(
+    path: str,
+    strategy: str,
+    patterns: list[str] = ...,
+    num_workers: int = 4,
+    replace: bool = False,
+) -> tuple[int, int]: ...
 def prepare_metadataset(path: str) -> tuple[list[str], list[str]]: ...
 def resolve_metadataset(
     path: str,

@@ -380,12 +380,13 @@ class BasicDataLoader:
 
     _savable = False
 
-    def __init__(self, dataset: Dataset, prefetch_factor: int = 2) -> None:
+    def __init__(self, dataset: Dataset, prefetch_factor: int = 2, watchdog: Any = None) -> None:
         self.dataset = dataset
         self.worker_config = dataset.worker_config
         self._prefetch_factor = prefetch_factor
         self._native: Any = None
         self._restore: Optional[bytes] = None
+        self._watchdog = watchdog
 
     def _loader(self) -> Any:
         if self._native is None:
@@ -398,7 +399,8 @@ class BasicDataLoader:
         return self._native
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(self._loader())
+        items = iter(self._loader())
+        return items if self._watchdog is None else self._watchdog.watch(items)
 
     def __len__(self) -> int:
         """The items of one pass of this rank: batches when batching, else samples."""
@@ -406,6 +408,8 @@ class BasicDataLoader:
 
     def close(self) -> None:
         """Stops the worker threads (also done when the loader is garbage collected)."""
+        if self._watchdog is not None:
+            self._watchdog.stop()
         if self._native is not None:
             self._native.close()
 
@@ -517,15 +521,25 @@ def get_loader(
     fail_on_timeout: bool = False,
 ) -> BasicDataLoader:
     """A loader over the dataset's pipeline with `worker_config.num_workers` Rust worker
-    threads (0: in one background thread). The watchdog arguments are accepted and ignored;
-    `worker_config` (deprecated, as in the reference) must be the dataset's."""
+    threads (0: in one background thread), watched by a `Watchdog` (`watchdog_timeout_seconds`
+    `None`: none); `worker_config` (deprecated, as in the reference) must be the dataset's."""
     if worker_config is not None:
         warnings.warn("get_loader's worker_config is deprecated", DeprecationWarning, stacklevel=2)
         if worker_config != dataset.worker_config:
             raise ValueError("worker_config must equal the dataset's")
     if cache_pool is not None:
         raise NotImplementedError("cache pools are not supported by energon_rs yet")
-    return BasicDataLoader(dataset, prefetch_factor=prefetch_factor)
+    return BasicDataLoader(
+        dataset,
+        prefetch_factor=prefetch_factor,
+        watchdog=_watchdog(watchdog_timeout_seconds, watchdog_initial_timeout_seconds, fail_on_timeout),
+    )
+
+
+def _watchdog(timeout: Optional[float], initial: Optional[float], fail: bool) -> Any:
+    from .watchdog import Watchdog
+
+    return None if timeout is None else Watchdog(timeout, initial, fail)
 
 
 def get_savable_loader(
@@ -547,7 +561,11 @@ def get_savable_loader(
         raise ValueError("worker_config must equal the dataset's")
     if cache_pool is not None:
         raise NotImplementedError("cache pools are not supported by energon_rs yet")
-    return SavableDataLoader(dataset, prefetch_factor=prefetch_factor)
+    return SavableDataLoader(
+        dataset,
+        prefetch_factor=prefetch_factor,
+        watchdog=_watchdog(watchdog_timeout_seconds, watchdog_initial_timeout_seconds, fail_on_timeout),
+    )
 
 
 class _LoadedDataset:

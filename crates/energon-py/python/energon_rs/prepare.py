@@ -11,14 +11,19 @@ Neither writes `dataset.yaml`: write it yourself (or use `energon prepare`'s pro
 
 from __future__ import annotations
 
+import enum
 import os
 import re
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Union
 
 from . import _native
 
 __all__ = [
     "BaseWebdatasetFactory",
+    "MediaFilterConfig",
+    "MediaFilterStrategy",
+    "prepare_filesystem_dataset",
     "CrudeJsonlDatasetFactory",
     "INDEX_SQLITE_FILENAME",
     "INDEX_UUID_FILENAME",
@@ -65,6 +70,60 @@ def expand_braces(pattern: str) -> list[str]:
     return [head + c + rest for c in choices for rest in expand_braces(tail)]
 
 
+class MediaFilterStrategy(enum.Enum):
+    """Which entries are media whose metadata `prepare-media` stores."""
+
+    #: By the file name's extension (images and audio/video extensions).
+    EXTENSION = "extension"
+    #: By the content's leading bytes, then the extension.
+    HEADER = "header"
+    #: By glob patterns on the lower-cased name (`MediaFilterConfig.patterns`).
+    GLOB = "glob"
+
+
+@dataclass
+class MediaFilterConfig:
+    """How `prepare_filesystem_dataset` and `prepare_dataset(media_filter=...)` find media."""
+
+    strategy: MediaFilterStrategy
+    patterns: list[str] = field(default_factory=list)
+
+    @classmethod
+    def parse(cls, glob: Optional[str], header: bool, extension: bool) -> Optional["MediaFilterConfig"]:
+        """The filter of the `--media-metadata-by-*` options (`None` without any)."""
+        given = [glob is not None, header, extension]
+        if sum(given) > 1:
+            raise ValueError("give only one of glob, header and extension")
+        if glob is not None:
+            return cls(MediaFilterStrategy.GLOB, [p for p in glob.split(",") if p])
+        if header:
+            return cls(MediaFilterStrategy.HEADER)
+        if extension:
+            return cls(MediaFilterStrategy.EXTENSION)
+        return None
+
+
+def _store_media(root: str, media_filter: MediaFilterConfig, workers: int, replace: bool) -> int:
+    strategy = MediaFilterStrategy(media_filter.strategy)
+    stored, _skipped = _native.prepare_media(
+        root, strategy.value, list(media_filter.patterns),
+        num_workers=max(1, min(workers, os.cpu_count() or 1)), replace=replace,
+    )
+    return stored
+
+
+def prepare_filesystem_dataset(
+    path: Union[str, os.PathLike],
+    media_filter: MediaFilterConfig,
+    progress: bool = True,
+    workers: int = 16,
+) -> int:
+    """Stores the media metadata of the files of a plain folder in its
+    `.nv-meta/index.sqlite` (as `energon prepare-media FOLDER`); returns the rows stored.
+    Files that cannot be read as media are skipped."""
+    return _store_media(os.fspath(path), media_filter, workers, replace=False)
+
+
 def _tar_files(root: str) -> list[str]:
     res = []
     for folder, dirs, files in os.walk(root):
@@ -99,12 +158,9 @@ class BaseWebdatasetFactory:
         writes the split file: `split_parts_ratio` as `(name, weight)` pairs of `train`, `val`
         and `test`, or `split_parts_patterns` as `(name, regex)` pairs. `shuffle_seed` 42
         shuffles the shards before a ratio split (as `--shuffle-tars`), `None` keeps their
-        order. Returns the part names seen (up to 50) and `(shard, sample count)` pairs."""
+        order; `media_filter` also stores the media metadata. Returns the part names seen (up
+        to 50) and `(shard, sample count)` pairs."""
         root = os.fspath(parent_path)
-        if media_filter is not None:
-            raise NotImplementedError(
-                "media_filter: run `energon prepare-media` on the prepared dataset instead"
-            )
         if fix_duplicates:
             raise NotImplementedError("fix_duplicates is not supported: duplicate keys are errors")
         if shuffle_seed not in (None, 42):
@@ -137,6 +193,9 @@ class BaseWebdatasetFactory:
             num_workers=max(1, min(workers, os.cpu_count() or 1)),
             split_config=split_config,
         )
+        if media_filter is not None:
+            # As `energon prepare --media-metadata-by-...`: the media tables are replaced.
+            _store_media(root, media_filter, workers, replace=True)
         return set(summary["part_names"]), list(zip(summary["shards"], summary["shard_counts"]))
 
 
