@@ -6,10 +6,10 @@ use std::{path::Path, sync::Arc};
 
 use energon_cook::{
     Batch, CookContext, Cooker, DefaultTaskEncoder, HookError, HookResult, Keyed, Loader,
-    MixLoaderBuilder,
+    LoaderBuilder,
 };
 use energon_dist::WorkerConfig;
-use energon_mix::{LeafData, LeafSample, MixOptions, MixPlan, ResolveOptions};
+use energon_mix::{LeafSample, MixOptions, MixPlan, ResolveOptions};
 use energon_reader::{Decoded, ReaderOptions, Sample, SampleReader, sample::CaptioningSample};
 
 /// Cooks a record `{"key": ..., "caption": ...}` into a captioning sample whose image is the
@@ -43,10 +43,10 @@ pub fn cook_with_image(sample: Sample, ctx: &CookContext<'_>) -> HookResult<Samp
 pub fn builder(
     metadataset: &Path,
     num_workers: usize,
-) -> energon_cook::Result<MixLoaderBuilder<Sample, DefaultTaskEncoder<Sample>>> {
+) -> energon_cook::Result<LoaderBuilder<Sample, DefaultTaskEncoder<Sample>>> {
     let split = energon_mix::resolve_path(metadataset, "train", &ResolveOptions::default())?;
     let plan = MixPlan::new(split, WorkerConfig::new(0, 1, num_workers)?, MixOptions::default())?;
-    let LeafData::Dataset(dataset) = &plan.leaves[0].data else {
+    let Some(dataset) = plan.leaves[0].data.dataset() else {
         return Err(energon_cook::Error::InvalidSetting {
             setting: "metadataset",
             value: metadataset.display().to_string(),
@@ -54,13 +54,13 @@ pub fn builder(
         });
     };
     // Crude samples: every part decoded, for the cooker.
-    let reader = Arc::new(SampleReader::crude(Arc::clone(dataset), &ReaderOptions::default()));
+    let reader = Arc::new(SampleReader::crude(dataset, &ReaderOptions::default()));
     let load = move |sample: LeafSample| match sample {
         LeafSample::Raw(raw) => Ok(Some(reader.build(&raw)?)),
         LeafSample::Joined(_) => Ok(None),
     };
     let encoder = DefaultTaskEncoder::samples().with_cookers(vec![Cooker::new(cook_with_image)]);
-    Ok(MixLoaderBuilder::new(plan, load).task_encoder(encoder).batch_size(Some(4)))
+    Ok(LoaderBuilder::from_plan(plan, load).task_encoder(encoder).batch_size(Some(4)))
 }
 
 /// The loader of [`builder`] for this package's `data/crude-with-aux.yaml`.

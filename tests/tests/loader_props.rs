@@ -103,7 +103,7 @@ proptest! {
             let pipelines = match b.build_sample_pipelines() {
                 Ok(pipelines) => pipelines,
                 // More workers than samples: training refuses workers without samples.
-                Err(energon_cook::Error::EmptyWorker { .. }) => {
+                Err(energon_cook::Error::Mix(energon_mix::Error::EmptyWorker { .. })) => {
                     prop_assert!(slices.iter().any(|s| s.n_samples() == 0));
                     return Ok(());
                 }

@@ -14,8 +14,7 @@ use std::{
 use anyhow::Context;
 use clap::Args;
 use energon_cook::{
-    Batch, Checkpoint, Keyed, Loaded, Loader, LoaderBuilder, LoaderState, MixLoaderBuilder,
-    RestoreKey, StageState,
+    Batch, Checkpoint, Keyed, Loaded, Loader, LoaderBuilder, LoaderState, RestoreKey, StageState,
 };
 use energon_dist::WorkerConfig;
 use energon_mix::{LeafSample, MixOptions, MixPlan, ResolveOptions};
@@ -134,7 +133,7 @@ impl LoaderArgs {
     /// A loader builder over the plan of the path (a metadataset, or a dataset as a plan of one
     /// leaf) with these settings (`--shuffle-over-epochs` is the outermost
     /// `shuffle_over_epochs_multiplier`), turning samples into `T` with `load`.
-    pub(crate) fn mix_builder<T, L>(&self, load: L) -> anyhow::Result<MixLoaderBuilder<T>>
+    pub(crate) fn mix_builder<T, L>(&self, load: L) -> anyhow::Result<LoaderBuilder<T>>
     where
         T: Send + 'static,
         L: Fn(LeafSample) -> energon_cook::Result<Option<T>> + Send + Sync + 'static,
@@ -155,7 +154,7 @@ impl LoaderArgs {
         };
         let plan = MixPlan::new(split, worker_config, options)
             .with_context(|| format!("cannot open {}", self.path.display()))?;
-        Ok(MixLoaderBuilder::new(plan, load)
+        Ok(LoaderBuilder::from_plan(plan, load)
             // COMPAT(energon 7.4.1): crude leaves are cooked in a map stage of their own.
             .cook(|x| Ok(Some(x)))
             .shuffle_buffer_size(self.shuffle_buffer_size)
@@ -229,7 +228,7 @@ pub(crate) fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     // The loader is built (and its settings checked) even when nothing is to be printed.
     // A dataset is a plan of one leaf: datasets and metadatasets load through the same stages.
     let mut builder = args.loader.mix_builder(|s: LeafSample| Ok(Some(s.key().to_owned())))?;
-    let plan = builder.plan();
+    let plan = builder.plan()?;
     let epoch: u64 = (0..plan.worker_config.n_local_workers()).map(|w| plan.len_worker(w)).sum();
     if let Some(state) = restore {
         builder = builder.restore_state(state);

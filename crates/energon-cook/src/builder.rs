@@ -1,67 +1,40 @@
-//! Assembling the per-worker pipelines of one dataset and the loader over them (the reference's
+//! Assembling the per-worker pipelines of a rank and the loader over them (the reference's
 //! `get_train_dataset` / `get_val_dataset` followed by `get_savable_loader`).
+//!
+//! One builder for every input: a metadataset split is a [`MixPlan`]; one dataset becomes a plan
+//! of one leaf when the loader is built ([`MixPlan::single`]), so both run the same stages and
+//! save the same kind of state.
 
 mod common;
+mod leaf;
 
-use std::{num::NonZeroUsize, path::Path, sync::Arc};
+use std::{path::Path, sync::Arc};
 
-use energon_dist::{WorkerConfig, WorkerSlices, shard_workers};
+use energon_dist::{WorkerConfig, WorkerSlices};
+use energon_mix::{LeafData, LeafSample, MixOptions, MixPlan, SingleLeaf};
 use energon_reader::{
-    Dataset, Decoder, FileStore, RawSample, ReaderOptions, Sample, SampleReader,
-    WebdatasetFileStore,
-    leaf::{LeafConfig, LeafIter, SliceOrder},
+    Decoder, FileStore, RawSample, ReaderOptions, Sample, SampleReader, leaf::LeafConfig,
 };
 use serde_json::{Map, Value};
 
-pub(crate) use self::common::{Common, common_setters, fingerprint};
+pub(crate) use self::common::{Common, fingerprint};
+pub use self::leaf::LeafLoad;
 use crate::{
     apply::{Apply, ApplyFn},
     checkpoint::PipelineConfig,
-    encoder::{AuxStore, Cooker, DefaultTaskEncoder, TaskEncoder},
+    context::StageEnv,
+    encoder::{Cooker, DefaultTaskEncoder, TaskEncoder},
     error::{Error, Result},
     hook::{HookError, Outputs},
     loader::Loader,
-    pipeline::{self, Cooking},
+    pipeline,
     policy::FailureStats,
     repeat::Repeat,
     source::LeafSource,
     stage::{Keyed, Stage},
 };
 
-/// What a loader reads from: a dataset's shards and random access to its samples.
-///
-/// Implemented for energon-reader's [`Dataset`]; tests implement it over synthetic samples.
-pub trait SampleSource: Send + Sync {
-    /// The dataset path, for messages.
-    fn path(&self) -> &Path;
-    /// Sample counts per shard in split order (one virtual shard for JSONL).
-    fn shard_counts(&self) -> Vec<u64>;
-    /// Sample `index`; `Ok(None)` for an excluded sample.
-    fn read(&self, index: u64) -> energon_reader::Result<Option<RawSample>>;
-    /// The shard names in split order, which identify the dataset in a checkpoint (none by
-    /// default: the counts identify it then).
-    fn shard_names(&self) -> Vec<Arc<str>> {
-        Vec::new()
-    }
-}
-
-impl SampleSource for Dataset {
-    fn path(&self) -> &Path {
-        Dataset::path(self)
-    }
-
-    fn shard_counts(&self) -> Vec<u64> {
-        Dataset::shard_counts(self)
-    }
-
-    fn read(&self, index: u64) -> energon_reader::Result<Option<RawSample>> {
-        Dataset::read(self, index)
-    }
-
-    fn shard_names(&self) -> Vec<Arc<str>> {
-        Dataset::shard_names(self)
-    }
-}
+pub use energon_mix::SampleSource;
 
 /// A function applied to each item by a map stage; `Ok(None)` skips the item.
 pub type MapFn<A, B> = Arc<dyn Fn(A) -> Result<Option<B>> + Send + Sync>;
@@ -69,19 +42,23 @@ pub type MapFn<A, B> = Arc<dyn Fn(A) -> Result<Option<B>> + Send + Sync>;
 /// A boxed stage yielding keyed items.
 pub type BoxStage<T> = Box<dyn Stage<Item = Keyed<T>>>;
 
-/// Builds the loader of one dataset, stage by stage as the reference's `get_train_dataset` (or
+/// Builds the loader of a rank, stage by stage as the reference's `get_train_dataset` (or
 /// `get_val_dataset`) and `get_savable_loader` do, in the reference's stage order:
 ///
-/// 1. leaf: the worker's slices in the leaf order, each sample read and turned into a `T` by
-///    `load` (decoding happens here, in the worker), then, for a crude dataset, cooked by the
-///    task encoder's first matching cooker;
-/// 2. training only: repeated forever;
+/// 1. per leaf: the worker's slices in the leaf order, each sample read and turned into a `T` by
+///    `load` (decoding happens here, in the worker), then, for a crude leaf (JSONL files, crude
+///    WebDatasets), cooked by the task encoder's first cooker matching its subflavors, with its
+///    auxiliary sources;
+/// 2. the leaves combined as the plan says (training: repeated forever, blended by weight or
+///    epochized; validation: one after the other);
 /// 3. training only: the shuffle buffer, if `shuffle_buffer_size > 1`;
 /// 4. to 6. the task encoder's stages: `encode_sample` (or `preencode_sample`), packing,
 ///    `postencode_sample`, batching (by group with `batch_group_criterion`), `encode_batch`;
 /// 7. virtual epochs (training) or the limit (validation).
 ///
-/// The task encoder is [`DefaultTaskEncoder`] unless [`LoaderBuilder::task_encoder`] sets one.
+/// The input is a metadataset's plan ([`LoaderBuilder::from_plan`]) or one dataset
+/// ([`LoaderBuilder::new`], [`LoaderBuilder::open`]), which is planned as a plan of one leaf. The
+/// task encoder is [`DefaultTaskEncoder`] unless [`LoaderBuilder::task_encoder`] sets one.
 /// Then one pipeline per worker goes to a [`Loader`]. Defaults follow the reference: training,
 /// `shuffle_over_epochs = 1`, `parallel_shard_iters` 16 for training and 1 for validation, no
 /// `max_samples_per_sequence`, no shuffle buffer, no batching, `prefetch_factor = 2`, failure
@@ -110,20 +87,33 @@ pub type BoxStage<T> = Box<dyn Stage<Item = Keyed<T>>>;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct LoaderBuilder<T, E = DefaultTaskEncoder<T>> {
-    dataset: Arc<dyn SampleSource>,
-    worker_config: WorkerConfig,
-    load: MapFn<RawSample, T>,
+    input: Input<T>,
     encoder: Arc<E>,
-    crude: bool,
-    cooker: Option<Cooker<T>>,
-    subflavors: Option<Arc<Map<String, Value>>>,
-    aux: Vec<(String, Arc<dyn FileStore>)>,
     aux_decoder: Option<Decoder>,
+    /// Whether the passes repeat (`None`: the default of the input).
+    repeat: Option<bool>,
+    /// A setting of one dataset that was given for a plan (building fails).
+    refused: Option<&'static str>,
+    common: Common,
+}
+
+/// What a loader reads.
+enum Input<T> {
+    /// A plan, and how each of its leaves loads.
+    Plan { plan: Arc<MixPlan>, leaves: Vec<LeafLoad<T>> },
+    /// One dataset, planned when the loader is built (its settings may change until then).
+    Dataset(Box<DatasetInput<T>>),
+}
+
+/// One dataset and the settings that shape its plan.
+struct DatasetInput<T> {
+    source: Arc<dyn SampleSource>,
+    worker_config: WorkerConfig,
+    load: LeafLoad<T>,
+    crude: bool,
     shuffle_over_epochs: Option<i64>,
     parallel_shard_iters: Option<usize>,
     max_samples_per_sequence: Option<u64>,
-    repeat: Option<bool>,
-    common: Common,
 }
 
 impl<T: Send + 'static> LoaderBuilder<T> {
@@ -135,31 +125,80 @@ impl<T: Send + 'static> LoaderBuilder<T> {
         D: SampleSource + 'static,
         L: Fn(RawSample) -> Result<Option<T>> + Send + Sync + 'static,
     {
-        LoaderBuilder {
-            dataset,
+        let path = dataset.path().display().to_string();
+        let load = LeafLoad::new(move |sample| match sample {
+            LeafSample::Raw(raw) => load(raw),
+            LeafSample::Joined(_) => Err(Error::InvalidSetting {
+                setting: "dataset",
+                value: path.clone(),
+                reason: "a loader of one dataset reads no joined samples",
+            }),
+        });
+        let input = DatasetInput {
+            source: dataset,
             worker_config,
-            load: Arc::new(load),
-            encoder: Arc::new(DefaultTaskEncoder::default()),
+            load,
             crude: false,
-            cooker: None,
-            subflavors: None,
-            aux: Vec::new(),
-            aux_decoder: Some(Decoder::default()),
             shuffle_over_epochs: Some(1),
             parallel_shard_iters: None,
             max_samples_per_sequence: None,
+        };
+        LoaderBuilder::of(Input::Dataset(Box::new(input)), true)
+    }
+
+    /// A loader over `plan`, turning each sample (or joined sample) of every leaf into a `T`
+    /// with `load` (`Ok(None)` skips the sample); a crude leaf's cooker is chosen by the leaf's
+    /// subflavors. Training or validation is the plan's.
+    pub fn from_plan<L>(plan: MixPlan, load: L) -> Self
+    where
+        L: Fn(LeafSample) -> Result<Option<T>> + Send + Sync + 'static,
+    {
+        let leaf = LeafLoad::new(load);
+        let leaves = plan
+            .leaves
+            .iter()
+            .map(|planned| match &planned.leaf.subflavors {
+                Some(subflavors) => leaf.clone().subflavors(subflavors.clone()),
+                None => leaf.clone(),
+            })
+            .collect();
+        LoaderBuilder::with_leaves(plan, leaves)
+    }
+
+    /// A loader over `plan` with a way to items for each of its leaves, in the plan's order
+    /// (fails later, when building, unless there is one per leaf).
+    pub fn with_leaves(plan: MixPlan, leaves: Vec<LeafLoad<T>>) -> Self {
+        let training = plan.options.training;
+        LoaderBuilder::of(Input::Plan { plan: Arc::new(plan), leaves }, training)
+    }
+
+    fn of(input: Input<T>, training: bool) -> Self {
+        let mut common = Common::default();
+        common.settings.training = training;
+        LoaderBuilder {
+            input,
+            encoder: Arc::new(DefaultTaskEncoder::default()),
+            aux_decoder: Some(Decoder::default()),
             repeat: None,
-            common: Common::default(),
+            refused: None,
+            common,
         }
     }
 
-    /// Marks the dataset crude and cooks every sample with `cook` after `load` (the reference
-    /// cooks crude samples, such as JSONL records, in a map stage of their own).
-    pub fn cook<F>(self, cook: F) -> Self
+    /// Marks a dataset crude and cooks its samples (every crude leaf's, for a plan) with `cook`
+    /// after `load` (a catch-all cooker of the default task encoder; the reference cooks crude
+    /// samples, such as JSONL records, in a map stage of their own).
+    pub fn cook<F>(mut self, cook: F) -> Self
     where
         F: Fn(T) -> Result<Option<T>> + Send + Sync + 'static,
     {
-        self.cooker(Cooker::of_fn(cook))
+        if let Input::Dataset(input) = &mut self.input {
+            input.crude = true;
+        }
+        let cooker = Cooker::of_fn(cook);
+        let encoder = Arc::make_mut(&mut self.encoder);
+        *encoder = encoder.clone().with_cookers(vec![cooker]);
+        self
     }
 
     /// Sets the per-sample encoding of the default task encoder (its `encode_sample`; identity
@@ -180,14 +219,14 @@ impl LoaderBuilder<Sample> {
     /// with the dataset's subflavors. The task encoder is [`DefaultTaskEncoder::samples`].
     pub fn from_reader(reader: Arc<SampleReader>, worker_config: WorkerConfig) -> Self {
         let crude = reader.sample_type() == "CrudeSample";
-        let subflavors = reader.subflavors().cloned().map(Arc::new);
+        let subflavors = reader.subflavors().cloned();
         let dataset = Arc::clone(reader.dataset());
         let mut res = LoaderBuilder::new(dataset, worker_config, move |raw: RawSample| {
             Ok(Some(reader.build(&raw)?))
-        });
+        })
+        .crude(crude)
+        .subflavors(subflavors);
         res.encoder = Arc::new(DefaultTaskEncoder::samples());
-        res.crude = crude;
-        res.subflavors = subflavors;
         res
     }
 
@@ -225,19 +264,11 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
     /// The same loader with another task encoder.
     pub fn task_encoder<E2: TaskEncoder<Sample = T>>(self, encoder: E2) -> LoaderBuilder<T, E2> {
         LoaderBuilder {
-            dataset: self.dataset,
-            worker_config: self.worker_config,
-            load: self.load,
+            input: self.input,
             encoder: Arc::new(encoder),
-            crude: self.crude,
-            cooker: self.cooker,
-            subflavors: self.subflavors,
-            aux: self.aux,
             aux_decoder: self.aux_decoder,
-            shuffle_over_epochs: self.shuffle_over_epochs,
-            parallel_shard_iters: self.parallel_shard_iters,
-            max_samples_per_sequence: self.max_samples_per_sequence,
             repeat: self.repeat,
+            refused: self.refused,
             common: self.common,
         }
     }
@@ -247,30 +278,51 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
         &self.encoder
     }
 
-    /// Whether the dataset's samples are crude, to be cooked by the task encoder's cookers.
+    /// The settings of one dataset; a plan's were decided when it was made, so `setting` given
+    /// for a plan makes building fail.
+    fn dataset(&mut self, setting: &'static str) -> Option<&mut DatasetInput<T>> {
+        match &mut self.input {
+            Input::Dataset(input) => Some(input),
+            Input::Plan { .. } => {
+                self.refused.get_or_insert(setting);
+                None
+            }
+        }
+    }
+
+    /// Whether the dataset's samples are crude, to be cooked by the task encoder's cookers
+    /// (a plan knows which of its leaves are).
     pub fn crude(mut self, crude: bool) -> Self {
-        self.crude = crude;
+        if let Some(input) = self.dataset("crude") {
+            input.crude = crude;
+        }
         self
     }
 
     /// Marks the dataset crude and cooks its samples with `cooker`, instead of the task
     /// encoder's first cooker matching the subflavors (a caller that chose the cooker itself).
     pub fn cooker(mut self, cooker: Cooker<T>) -> Self {
-        self.cooker = Some(cooker);
-        self.crude = true;
+        if let Some(input) = self.dataset("cooker") {
+            input.crude = true;
+            input.load = input.load.clone().cooker(cooker);
+        }
         self
     }
 
     /// The dataset's subflavors: they select the cooker of a crude dataset.
     pub fn subflavors(mut self, subflavors: Option<Map<String, Value>>) -> Self {
-        self.subflavors = subflavors.map(Arc::new);
+        if let Some(input) = self.dataset("subflavors") {
+            input.load.subflavors = subflavors.map(Arc::new);
+        }
         self
     }
 
-    /// Adds an auxiliary source for the cookers (the metadataset's `aux:`), decoded with the
-    /// auxiliary decoder.
+    /// Adds an auxiliary source for the cookers of the dataset (the metadataset's `aux:`),
+    /// decoded with the auxiliary decoder.
     pub fn aux(mut self, name: impl Into<String>, store: Arc<dyn FileStore>) -> Self {
-        self.aux.push((name.into(), store));
+        if let Some(input) = self.dataset("aux") {
+            input.load = input.load.clone().aux(name, store);
+        }
         self
     }
 
@@ -282,99 +334,128 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
     }
 
     /// Training (shuffled slices, infinite repetition, shuffle buffer, virtual epochs) or
-    /// validation (sequential slices, one pass, limit). Default: training.
+    /// validation (sequential slices, one pass, limit). Default: training; a plan's is its
+    /// own.
     pub fn training(mut self, training: bool) -> Self {
-        self.common.settings.training = training;
+        if self.dataset("training").is_some() {
+            self.common.settings.training = training;
+        }
         self
     }
 
     /// The reference's `shuffle_over_epochs` for training: `k >= 1` or `-1` (default 1).
     pub fn shuffle_over_epochs(mut self, shuffle_over_epochs: i64) -> Self {
-        self.shuffle_over_epochs = Some(shuffle_over_epochs);
+        if let Some(input) = self.dataset("shuffle_over_epochs") {
+            input.shuffle_over_epochs = Some(shuffle_over_epochs);
+        }
         self
     }
 
     /// Slices open at once per worker (the reference's `parallel_shard_iters`; default 16 for
     /// training, 1 for validation).
     pub fn parallel_shard_iters(mut self, parallel_shard_iters: usize) -> Self {
-        self.parallel_shard_iters = Some(parallel_shard_iters);
-        self
-    }
-
-    /// Whether the dataset's passes repeat forever (default: when training, as the reference's
-    /// `repeat=True`; a validation loader that repeats is the reference's `RepeatDataset` around
-    /// it). A training loader that does not repeat ends after one shuffled pass.
-    pub fn repeat(mut self, repeat: bool) -> Self {
-        self.repeat = Some(repeat);
+        if let Some(input) = self.dataset("parallel_shard_iters") {
+            input.parallel_shard_iters = Some(parallel_shard_iters);
+        }
         self
     }
 
     /// Cuts slices longer than 1.5 times this many samples.
     pub fn max_samples_per_sequence(mut self, max_samples_per_sequence: Option<u64>) -> Self {
-        self.max_samples_per_sequence = max_samples_per_sequence;
+        if let Some(input) = self.dataset("max_samples_per_sequence") {
+            input.max_samples_per_sequence = max_samples_per_sequence;
+        }
+        self
+    }
+
+    /// Whether the passes repeat forever. Training repeats by default (the reference's
+    /// `repeat=True`; a dataset that does not repeat ends after one shuffled pass, a plan's
+    /// repetition is its own); a validation loader that repeats is the reference's
+    /// `RepeatDataset` around it.
+    pub fn repeat(mut self, repeat: bool) -> Self {
+        self.repeat = Some(repeat);
         self
     }
 
     common::common_setters!();
 
-    /// The leaf configuration these settings give.
-    pub fn leaf_config(&self) -> Result<LeafConfig> {
-        if !self.common.settings.training {
-            return Ok(LeafConfig::VAL);
+    /// The plan the loader runs: the metadataset's, or the one-leaf plan of the dataset with
+    /// the settings so far.
+    pub fn plan(&self) -> Result<Arc<MixPlan>> {
+        match &self.input {
+            Input::Plan { plan, .. } => Ok(Arc::clone(plan)),
+            Input::Dataset(input) => {
+                let training = self.common.settings.training;
+                let leaf = SingleLeaf {
+                    split_part: String::new(),
+                    crude: input.crude,
+                    subflavors: input.load.subflavors.as_deref().cloned(),
+                    shuffle_over_epochs: input.shuffle_over_epochs,
+                };
+                let options = MixOptions {
+                    training,
+                    repeat: !training || self.repeat.unwrap_or(true),
+                    max_samples_per_sequence: input.max_samples_per_sequence,
+                    parallel_shard_iters: input.parallel_shard_iters,
+                };
+                let source = Arc::clone(&input.source);
+                Ok(Arc::new(MixPlan::single(source, leaf, input.worker_config, options)?))
+            }
         }
-        let order =
-            SliceOrder::from_shuffle_over_epochs(self.shuffle_over_epochs).ok_or_else(|| {
-                Error::InvalidSetting {
-                    setting: "shuffle_over_epochs",
-                    value: format!("{:?}", self.shuffle_over_epochs),
-                    reason: "must be -1 or at least 1",
-                }
-            })?;
-        let p = self.parallel_shard_iters.unwrap_or(16);
-        let parallel_slice_iters = NonZeroUsize::new(p).ok_or(Error::InvalidSetting {
-            setting: "parallel_shard_iters",
-            value: "0".into(),
-            reason: "must be at least 1",
-        })?;
-        Ok(LeafConfig { order, parallel_slice_iters })
     }
 
-    /// The slices of every local worker of this rank.
+    /// The leaf configuration of the dataset (of the first leaf of a plan).
+    pub fn leaf_config(&self) -> Result<LeafConfig> {
+        Ok(self.plan()?.leaves[0].leaf_config)
+    }
+
+    /// The slices of every local worker of this rank (of the first leaf of a plan).
     pub fn worker_slices(&self) -> Result<Vec<WorkerSlices>> {
-        let counts = self.dataset.shard_counts();
-        let msps = self.max_samples_per_sequence;
-        Ok(shard_workers(&counts, None, &self.worker_config, 0, msps)?)
+        Ok(self.plan()?.leaves[0].workers.clone())
+    }
+
+    fn leaves(&self) -> &[LeafLoad<T>] {
+        match &self.input {
+            Input::Plan { leaves, .. } => leaves,
+            Input::Dataset(input) => std::slice::from_ref(&input.load),
+        }
     }
 
     /// The configuration a checkpoint of this loader records (and a restore compares).
     pub fn config(&self) -> Result<PipelineConfig> {
-        let leaf = self.leaf_config()?;
-        let mut config = self.common.config(&self.worker_config, &*self.encoder);
-        config.insert("dataset.kind", "dataset");
-        config.insert("_dataset.path", self.dataset.path().display());
-        let counts = self.dataset.shard_counts();
-        let names = self.dataset.shard_names();
-        config.insert("dataset.shards", fingerprint(&names, &counts));
-        config.insert("dataset.crude", self.crude);
-        if let Some(subflavors) = &self.subflavors {
-            config.insert("dataset.subflavors", Value::Object((**subflavors).clone()));
-        }
-        config.insert(
-            "dataset.shuffle_over_epochs",
-            format!("{:?}", leaf.order.shuffle_over_epochs()),
-        );
-        config.insert("dataset.parallel_shard_iters", leaf.n_slots());
+        let plan = self.plan()?;
+        let mut config = self.common.config(&plan.worker_config, &*self.encoder);
+        config.insert("dataset.mode", format!("{:?}", plan.mode));
+        config.insert("dataset.repeat", plan.options.repeat);
         config.insert(
             "dataset.max_samples_per_sequence",
-            format!("{:?}", self.max_samples_per_sequence),
+            format!("{:?}", plan.options.max_samples_per_sequence),
         );
-        // Only when it is not the default, so that checkpoints saved before the setting existed
-        // still restore.
-        if let Some(repeat) = self.repeat.filter(|&r| r != self.common.settings.training) {
-            config.insert("dataset.repeat", repeat);
+        if let Some(repeat) = self.repeat.filter(|_| !plan.options.training) {
+            config.insert("repeat", repeat);
         }
-        for (name, store) in &self.aux {
-            config.insert(format!("_aux.{name}"), store.path().display());
+        for (i, (leaf, load)) in plan.leaves.iter().zip(self.leaves()).enumerate() {
+            config.insert(format!("_leaf.{i}.path"), leaf.leaf.path.display());
+            config.insert(format!("leaf.{i}.split_part"), &leaf.split_part);
+            let shards = match &leaf.data {
+                LeafData::Dataset(dataset) => {
+                    fingerprint(&dataset.shard_names(), &dataset.shard_counts())
+                }
+                LeafData::Joined(joined) => format!("join of {} rows", joined.n_rows()),
+            };
+            config.insert(format!("leaf.{i}.shards"), shards);
+            config.insert(format!("leaf.{i}.weight"), leaf.blend_weight);
+            config.insert(format!("leaf.{i}.repeats"), format!("{:?}", leaf.repeats));
+            config.insert(format!("leaf.{i}.subset"), format!("{:?}", leaf.leaf.subset));
+            config.insert(format!("leaf.{i}.slices"), format!("{:?}", leaf.leaf_config));
+            config.insert(format!("leaf.{i}.crude"), leaf.crude);
+            let subflavors = load.subflavors.as_deref().or(leaf.leaf.subflavors.as_ref());
+            if let Some(subflavors) = subflavors {
+                config.insert(format!("leaf.{i}.subflavors"), Value::Object(subflavors.clone()));
+            }
+            for (name, store) in &load.aux {
+                config.insert(format!("_leaf.{i}.aux.{name}"), store.path().display());
+            }
         }
         Ok(config)
     }
@@ -388,73 +469,69 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
     fn encoded_pipelines(
         &self,
         stats: &FailureStats,
-    ) -> Result<Vec<(BoxStage<E::Encoded>, crate::context::StageEnv)>> {
-        pipeline::check_hooks(&*self.encoder, &self.common.settings)?;
-        let leaf_config = self.leaf_config()?;
-        let cfg = &self.worker_config;
-        let workers = self.worker_slices()?;
-        let cooking = self.cooking()?;
-        let training = self.common.settings.training;
-        let mut res = Vec::with_capacity(workers.len());
-        for (worker, slices) in workers.into_iter().enumerate() {
-            if training && slices.n_samples() == 0 {
-                return Err(Error::EmptyWorker {
-                    dataset: self.dataset.path().display().to_string(),
-                    rank: cfg.rank(),
-                    worker,
-                });
+    ) -> Result<Vec<(BoxStage<E::Encoded>, StageEnv)>> {
+        let plan = self.plan()?;
+        let loads = self.leaves();
+        let settings = &self.common.settings;
+        pipeline::check_hooks(&*self.encoder, settings)?;
+        if loads.len() != plan.leaves.len() {
+            return Err(Error::InvalidSetting {
+                setting: "leaves",
+                value: loads.len().to_string(),
+                reason: "needs one way to items per leaf of the plan",
+            });
+        }
+        if let Some(setting) = self.refused {
+            return Err(Error::InvalidSetting {
+                setting,
+                value: "given for a plan".to_owned(),
+                reason: "a plan's leaves are set by its metadataset and MixOptions",
+            });
+        }
+        if let (Input::Plan { .. }, Some(repeat)) = (&self.input, self.repeat)
+            && plan.options.training
+            && repeat != plan.options.repeat
+        {
+            return Err(Error::InvalidSetting {
+                setting: "repeat",
+                value: repeat.to_string(),
+                reason: "a training plan repeats as its MixOptions say",
+            });
+        }
+        let cookings = plan
+            .leaves
+            .iter()
+            .zip(loads)
+            .map(|(leaf, load)| load.cooking(leaf, &*self.encoder, self.aux_decoder))
+            .collect::<Result<Vec<_>>>()?;
+        let cfg = plan.worker_config;
+        let tree = plan.tree();
+        let mut res = Vec::with_capacity(cfg.n_local_workers());
+        for worker in 0..cfg.n_local_workers() {
+            let env = self.common.env(&cfg, worker, stats)?;
+            let iters = plan.worker_leaves(worker)?;
+            let mut leaves = Vec::with_capacity(iters.len());
+            for ((iter, leaf), (load, cooking)) in
+                iters.into_iter().zip(&plan.leaves).zip(loads.iter().zip(&cookings))
+            {
+                let data = leaf.data.clone();
+                let source = LeafSource::new(iter, move |index| Ok(data.read(index)?));
+                let mut stage: BoxStage<T> =
+                    Box::new(Apply::new(source, "load_sample", load_fn(&load.load), env.clone()));
+                if let Some(cooking) = cooking {
+                    stage = pipeline::cook_stage(&self.encoder, stage, cooking.clone(), &env);
+                }
+                leaves.push(Some(stage));
             }
-            let env = self.common.env(cfg, worker, stats)?;
-            let leaf = LeafIter::new(slices, leaf_config, cfg.worker_rng(worker)?)?;
-            let dataset = Arc::clone(&self.dataset);
-            let source = LeafSource::new(leaf, move |index| Ok(dataset.read(index)?));
-            let mut stage: BoxStage<T> =
-                Box::new(Apply::new(source, "load_sample", load_fn(&self.load), env.clone()));
-            if let Some(cooking) = &cooking {
-                stage = pipeline::cook_stage(&self.encoder, stage, cooking.clone(), &env);
-            }
-            if self.repeat.unwrap_or(training) {
+            let mut stage = leaf::combine(&tree, &mut leaves, &cfg, worker)?;
+            if !settings.training && self.repeat == Some(true) {
                 stage = Box::new(Repeat::forever(stage, worker));
             }
-            let stage = pipeline::encode_stages(
-                &self.encoder,
-                stage,
-                &self.common.settings,
-                &env,
-                cfg.worker_rng(worker)?,
-            )?;
+            let rng = cfg.worker_rng(worker)?;
+            let stage = pipeline::encode_stages(&self.encoder, stage, settings, &env, rng)?;
             res.push((stage, env));
         }
         Ok(res)
-    }
-
-    /// The cooker of a crude dataset, with what it gets.
-    fn cooking(&self) -> Result<Option<Cooking<T>>> {
-        if !self.crude {
-            return Ok(None);
-        }
-        let dataset = self.dataset.path().display().to_string();
-        let cooker = match &self.cooker {
-            Some(cooker) => cooker.clone(),
-            None => pipeline::select_cooker(
-                self.encoder.cookers(),
-                self.subflavors.as_deref(),
-                &dataset,
-            )?,
-        };
-        let primary = if cooker.needs_primary() {
-            let store: Arc<dyn FileStore> =
-                Arc::new(WebdatasetFileStore::open(self.dataset.path())?);
-            Some(AuxStore::new("primary", store, self.aux_decoder))
-        } else {
-            None
-        };
-        let aux: Vec<AuxStore> = self
-            .aux
-            .iter()
-            .map(|(name, store)| AuxStore::new(name.clone(), Arc::clone(store), self.aux_decoder))
-            .collect();
-        Ok(Some(Cooking { cooker, subflavors: self.subflavors.clone(), aux: aux.into(), primary }))
     }
 
     /// Every local worker's whole pipeline of encoded samples, as [`LoaderBuilder::build_samples`]
@@ -477,14 +554,16 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
     pub fn build_samples(self) -> Result<Loader<Keyed<E::Encoded>>> {
         let stats = FailureStats::default();
         let pipelines = self.sample_worker_pipelines(&stats)?;
-        self.common.start(pipelines, &self.worker_config, self.config()?, stats, false)
+        let worker_config = self.plan()?.worker_config;
+        self.common.start(pipelines, &worker_config, self.config()?, stats, false)
     }
 
     /// The loader of batches (a batch size, or batching by group).
     pub fn build_batches(self) -> Result<Loader<Keyed<E::Output>>> {
         let stats = FailureStats::default();
         let pipelines = self.batch_worker_pipelines(&stats)?;
-        self.common.start(pipelines, &self.worker_config, self.config()?, stats, true)
+        let worker_config = self.plan()?.worker_config;
+        self.common.start(pipelines, &worker_config, self.config()?, stats, true)
     }
 }
 
@@ -501,14 +580,20 @@ pub(crate) fn load_fn<A: 'static, T: 'static>(load: &MapFn<A, T>) -> ApplyFn<A, 
 
 impl<T, E> std::fmt::Debug for LoaderBuilder<T, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LoaderBuilder")
-            .field("dataset", &self.dataset.path())
-            .field("worker_config", &self.worker_config)
-            .field("crude", &self.crude)
-            .field("shuffle_over_epochs", &self.shuffle_over_epochs)
-            .field("parallel_shard_iters", &self.parallel_shard_iters)
-            .field("max_samples_per_sequence", &self.max_samples_per_sequence)
-            .field("common", &self.common)
-            .finish_non_exhaustive()
+        let mut s = f.debug_struct("LoaderBuilder");
+        match &self.input {
+            Input::Plan { plan, .. } => {
+                s.field("mode", &plan.mode).field("leaves", &plan.leaves.len());
+            }
+            Input::Dataset(input) => {
+                s.field("dataset", &input.source.path())
+                    .field("worker_config", &input.worker_config)
+                    .field("crude", &input.crude)
+                    .field("shuffle_over_epochs", &input.shuffle_over_epochs)
+                    .field("parallel_shard_iters", &input.parallel_shard_iters)
+                    .field("max_samples_per_sequence", &input.max_samples_per_sequence);
+            }
+        }
+        s.field("repeat", &self.repeat).field("common", &self.common).finish_non_exhaustive()
     }
 }

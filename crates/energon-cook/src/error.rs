@@ -27,20 +27,6 @@ pub enum Error {
         /// What the setting accepts.
         reason: &'static str,
     },
-    /// A worker has no samples, so an infinitely repeating pipeline would never yield anything
-    /// (the reference fails the same way: "Cannot repeat empty dataset indefinitely").
-    #[error(
-        "{dataset}: worker {worker} of rank {rank} has no samples and cannot repeat them \
-         indefinitely; use fewer workers or ranks, or a validation pipeline"
-    )]
-    EmptyWorker {
-        /// The dataset path.
-        dataset: String,
-        /// The rank.
-        rank: usize,
-        /// The local worker id.
-        worker: usize,
-    },
     /// Two consecutive passes over a worker's samples yielded nothing (every sample of the worker
     /// was excluded or skipped); repeating would loop forever.
     #[error(

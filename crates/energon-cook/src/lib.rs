@@ -9,8 +9,8 @@
 //!   (the reference's stage order). [`DefaultTaskEncoder`] is the reference's default. Hooks get a
 //!   [`SampleContext`] (`current_sample_index`, a restorable per-sample seed) and report failures
 //!   as [`HookError`]s, handled by the [`ErrorPolicy`] and counted in [`FailureStats`].
-//! - [`LoaderBuilder`] (one dataset) and [`MixLoaderBuilder`] (a metadataset) assemble one
-//!   pipeline per worker in the reference's order: leaf, loading and cooking, repetition and
+//! - [`LoaderBuilder`] assembles one pipeline per worker over a metadataset's plan or one dataset
+//!   (a plan of one leaf), in the reference's order: leaf, loading and cooking, repetition and
 //!   blending, shuffle buffer, encoding, packing, batching, virtual epochs or limit.
 //! - [`Loader`] runs the pipelines in the caller's thread or on worker threads and hands out
 //!   their items in torch's round-robin order. [`Loader::save_state`] returns a [`LoaderState`]
@@ -69,7 +69,6 @@ mod error;
 mod group;
 mod hook;
 mod loader;
-mod mix;
 mod packing;
 mod pipeline;
 mod policy;
@@ -83,14 +82,13 @@ pub mod state;
 pub use crate::{
     batch::{Batch, Batcher},
     blend::{Blend, Concat},
-    builder::{BoxStage, LoaderBuilder, MapFn, SampleSource, max_open_shards},
+    builder::{BoxStage, LeafLoad, LoaderBuilder, MapFn, SampleSource, max_open_shards},
     checkpoint::{Checkpoint, LoaderState},
     context::{SampleContext, WorkerInfo},
     encoder::{AuxStore, CookContext, CookFn, Cooker, DefaultTaskEncoder, Hooks, TaskEncoder},
     error::{ConfigDifference, Error, Result},
     hook::{BoxError, HookError, HookResult, Outputs},
     loader::{Loaded, Loader, LoaderConfig},
-    mix::{MixLeafLoad, MixLoaderBuilder},
     policy::{ErrorPolicy, FailureStats, HookCounts},
     repeat::Repeat,
     restore_key::{KeyPart, RestoreKey},

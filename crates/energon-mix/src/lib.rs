@@ -52,7 +52,9 @@ mod testutil;
 
 pub use crate::{
     error::{Error, Result},
-    plan::{LeafData, LeafSample, MixOptions, MixPlan, MixTree, PlannedLeaf},
+    plan::{
+        LeafData, LeafSample, MixOptions, MixPlan, MixTree, PlannedLeaf, SampleSource, SingleLeaf,
+    },
     prepare::{PrepareReport, PreparedJoin, prepare_metadataset},
     resolve::{
         AuxSource, BlendMode, LeafKind, Metadataset, ResolveOptions, ResolvedLeaf, ResolvedSplit,

@@ -28,7 +28,7 @@ use serde_json::Value;
 use crate::{
     error::{Error, Result},
     join::{JoinedDataset, JoinedSample},
-    resolve::{BlendMode, LeafKind, ResolvedLeaf, ResolvedSplit},
+    resolve::{BlendMode, LeafKind, Origin, ResolvedLeaf, ResolvedSplit},
 };
 
 /// Loader options that shape the plan (the reference's `get_train_dataset` /
@@ -58,13 +58,88 @@ impl Default for MixOptions {
     }
 }
 
+/// What a leaf reads from: a dataset's shards and random access to its samples.
+///
+/// Implemented for energon-reader's [`Dataset`]; tests implement it over synthetic samples.
+pub trait SampleSource: Send + Sync {
+    /// The dataset path, for messages.
+    fn path(&self) -> &Path;
+    /// Sample counts per shard in split order (one virtual shard for JSONL).
+    fn shard_counts(&self) -> Vec<u64>;
+    /// Sample `index`; `Ok(None)` for an excluded sample.
+    fn read(&self, index: u64) -> energon_reader::Result<Option<RawSample>>;
+    /// The shard names in split order, which identify the dataset in a checkpoint (none by
+    /// default: the counts identify it then).
+    fn shard_names(&self) -> Vec<Arc<str>> {
+        Vec::new()
+    }
+    /// A JSONL file (its records are crude samples), or shards.
+    fn is_jsonl(&self) -> bool {
+        false
+    }
+    /// The source as energon-reader's [`Dataset`], if it is one (to read it with a
+    /// [`SampleReader`](energon_reader::SampleReader)).
+    fn into_dataset(self: Arc<Self>) -> Option<Arc<Dataset>> {
+        None
+    }
+}
+
+impl SampleSource for Dataset {
+    fn path(&self) -> &Path {
+        Dataset::path(self)
+    }
+
+    fn shard_counts(&self) -> Vec<u64> {
+        Dataset::shard_counts(self)
+    }
+
+    fn read(&self, index: u64) -> energon_reader::Result<Option<RawSample>> {
+        Dataset::read(self, index)
+    }
+
+    fn shard_names(&self) -> Vec<Arc<str>> {
+        Dataset::shard_names(self)
+    }
+
+    fn is_jsonl(&self) -> bool {
+        matches!(self, Dataset::Jsonl(_))
+    }
+
+    fn into_dataset(self: Arc<Self>) -> Option<Arc<Dataset>> {
+        Some(self)
+    }
+}
+
+/// What [`MixPlan::single`] needs to know of its one dataset beyond what it reads.
+#[derive(Debug, Clone, Default)]
+pub struct SingleLeaf {
+    /// The split part the dataset was opened for (for messages and checkpoints).
+    pub split_part: String,
+    /// Whether its samples are crude, for the task encoder's cookers.
+    pub crude: bool,
+    /// Its subflavors, which choose the cooker of crude samples.
+    pub subflavors: Option<serde_json::Map<String, Value>>,
+    /// Training: `None` for no shuffling, `-1` for slices drawn with replacement, else the
+    /// number of epochs a slice order spans (the reference's default: 1).
+    pub shuffle_over_epochs: Option<i64>,
+}
+
 /// An opened leaf dataset.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum LeafData {
     /// A WebDataset split part or a JSONL file (every part read).
-    Dataset(Arc<Dataset>),
+    Dataset(Arc<dyn SampleSource>),
     /// A join.
     Joined(Arc<JoinedDataset>),
+}
+
+impl std::fmt::Debug for LeafData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LeafData::Dataset(source) => f.debug_tuple("Dataset").field(&source.path()).finish(),
+            LeafData::Joined(joined) => f.debug_tuple("Joined").field(joined).finish(),
+        }
+    }
 }
 
 /// A sample read from a leaf.
@@ -87,6 +162,14 @@ impl LeafSample {
 }
 
 impl LeafData {
+    /// The leaf's dataset, unless it is a join or a source other than a [`Dataset`].
+    pub fn dataset(&self) -> Option<Arc<Dataset>> {
+        match self {
+            LeafData::Dataset(source) => Arc::clone(source).into_dataset(),
+            LeafData::Joined(_) => None,
+        }
+    }
+
     /// Reads sample (or join row) `index`; `Ok(None)` for an excluded sample.
     pub fn read(&self, index: u64) -> Result<Option<LeafSample>> {
         match self {
@@ -172,6 +255,55 @@ impl MixPlan {
         for leaf in split.leaves {
             opened.push(open_leaf(leaf, &options, worker_config.n_local_workers())?);
         }
+        MixPlan::of_opened(split.mode, opened, worker_config, options)
+    }
+
+    /// The plan of one dataset already opened (the reference's `get_train_dataset` /
+    /// `get_val_dataset` on a dataset): a plan of one leaf reading `source`, the whole of it.
+    pub fn single(
+        source: Arc<dyn SampleSource>,
+        leaf: SingleLeaf,
+        worker_config: WorkerConfig,
+        options: MixOptions,
+    ) -> Result<Self> {
+        let shard_counts = source.shard_counts();
+        let len = shard_counts.iter().sum();
+        let kind = if source.is_jsonl() { LeafKind::Jsonl } else { LeafKind::WebDataset };
+        let path = source.path().to_owned();
+        let leaf_config =
+            leaf_config(options.training, leaf.shuffle_over_epochs, options.parallel_shard_iters)?;
+        let opened = Opened {
+            leaf: ResolvedLeaf {
+                path: path.clone(),
+                kind,
+                split_part: leaf.split_part.clone(),
+                dataset_config: None,
+                split_config: None,
+                weight: None,
+                repetitions: None,
+                subflavors: leaf.subflavors,
+                shuffle_over_epochs: leaf.shuffle_over_epochs,
+                subset: None,
+                aux: Vec::new(),
+                origin: Origin { file: path, yaml_path: String::new() },
+            },
+            data: LeafData::Dataset(source),
+            split_part: leaf.split_part,
+            shard_counts,
+            len,
+            leaf_config,
+            max_samples_per_sequence: options.max_samples_per_sequence,
+            crude: leaf.crude,
+        };
+        MixPlan::of_opened(BlendMode::None, vec![opened], worker_config, options)
+    }
+
+    fn of_opened(
+        mode: BlendMode,
+        opened: Vec<Opened>,
+        worker_config: WorkerConfig,
+        options: MixOptions,
+    ) -> Result<Self> {
         let lens: Vec<u64> = opened.iter().map(|o| o.len).collect();
         let rotations = rotation_offsets(&lens, &worker_config);
         let mut leaves = Vec::with_capacity(opened.len());
@@ -185,7 +317,7 @@ impl MixPlan {
                 rotation_offset,
                 open.max_samples_per_sequence,
             )?;
-            let (blend_weight, repeats) = weights(split.mode, &open.leaf, open.len)?;
+            let (blend_weight, repeats) = weights(mode, &open.leaf, open.len)?;
             leaves.push(PlannedLeaf {
                 leaf: open.leaf,
                 data: open.data,
@@ -199,7 +331,7 @@ impl MixPlan {
                 crude: open.crude,
             });
         }
-        Ok(MixPlan { mode: split.mode, options, worker_config, leaves })
+        Ok(MixPlan { mode, options, worker_config, leaves })
     }
 
     /// The number of samples local worker `worker` reads in one pass of every leaf, repetitions
@@ -438,7 +570,28 @@ fn open_leaf(leaf: ResolvedLeaf, options: &MixOptions, n_workers: usize) -> Resu
             (LeafData::Joined(Arc::new(joined)), vec![rows], len)
         }
     };
-    let order = if options.training {
+    let leaf_config = leaf_config(options.training, shuffle_over_epochs, parallel_shard_iters)?;
+    Ok(Opened {
+        leaf,
+        data,
+        split_part,
+        shard_counts,
+        len,
+        leaf_config,
+        max_samples_per_sequence,
+        crude,
+    })
+}
+
+/// How a leaf is iterated: its slice order (training: as `shuffle_over_epochs` says;
+/// validation: sequential) and the slices open at once (default 16 for training, 1 for
+/// validation).
+fn leaf_config(
+    training: bool,
+    shuffle_over_epochs: Option<i64>,
+    parallel_shard_iters: Option<usize>,
+) -> Result<LeafConfig> {
+    let order = if training {
         SliceOrder::from_shuffle_over_epochs(shuffle_over_epochs).ok_or_else(|| {
             Error::InvalidOption {
                 option: "shuffle_over_epochs",
@@ -449,22 +602,13 @@ fn open_leaf(leaf: ResolvedLeaf, options: &MixOptions, n_workers: usize) -> Resu
     } else {
         SliceOrder::Sequential
     };
-    let p = parallel_shard_iters.unwrap_or(if options.training { 16 } else { 1 });
+    let p = parallel_shard_iters.unwrap_or(if training { 16 } else { 1 });
     let parallel_slice_iters = NonZeroUsize::new(p).ok_or_else(|| Error::InvalidOption {
         option: "parallel_shard_iters",
         value: "0".to_owned(),
         reason: "must be at least 1".to_owned(),
     })?;
-    Ok(Opened {
-        leaf,
-        data,
-        split_part,
-        shard_counts,
-        len,
-        leaf_config: LeafConfig { order, parallel_slice_iters },
-        max_samples_per_sequence,
-        crude,
-    })
+    Ok(LeafConfig { order, parallel_slice_iters })
 }
 
 /// Loader arguments a `dataset.yaml` overrides (`None`: not set there).

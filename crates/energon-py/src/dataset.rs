@@ -7,9 +7,7 @@ use std::{
     sync::Arc,
 };
 
-use energon_cook::{
-    FailureStats, Loader, LoaderBuilder, LoaderConfig, LoaderState, MixLoaderBuilder,
-};
+use energon_cook::{FailureStats, Loader, LoaderBuilder, LoaderConfig, LoaderState};
 use energon_dist::WorkerConfig;
 use energon_index::discover::{DatasetKind, classify};
 use energon_mix::{MixOptions, MixPlan, ResolveOptions, resolve_path};
@@ -309,23 +307,6 @@ impl DatasetSpec {
     }
 }
 
-/// energon-cook's builder of one of the two kinds of input.
-#[expect(clippy::large_enum_variant, reason = "made once per loader and consumed at once")]
-enum Builder {
-    Single(LoaderBuilder<Item, PyEncoder>),
-    Mix(MixLoaderBuilder<Item, PyEncoder>),
-}
-
-/// Applies the same builder call to either kind.
-macro_rules! both {
-    ($builder:expr, |$b:ident| $body:expr) => {
-        match $builder {
-            Builder::Single($b) => Builder::Single($body),
-            Builder::Mix($b) => Builder::Mix($body),
-        }
-    };
-}
-
 impl DatasetSpec {
     /// The loader builder over one dataset (see [`DatasetSpec::builder`]).
     fn single_builder(
@@ -370,28 +351,32 @@ impl DatasetSpec {
         builder
     }
 
-    /// The loader builder of these settings over the dataset or metadataset; items are samples
-    /// (or what the Python hooks make of them).
-    fn builder(&self) -> Builder {
+    /// The loader builder of these settings over the dataset or metadataset (a plan of one leaf
+    /// or of many, in the same builder); items are samples (or what the Python hooks make of
+    /// them).
+    fn builder(&self) -> LoaderBuilder<Item, PyEncoder> {
         let encoder = PyEncoder::new(Arc::clone(&self.hooks));
         let builder = match &self.input {
-            Input::Single { reader, cook } => {
-                Builder::Single(self.single_builder(reader, cook.as_ref(), &encoder))
-            }
+            Input::Single { reader, cook } => self.single_builder(reader, cook.as_ref(), &encoder),
             Input::Mix(mix) => {
                 let leaves = mix.leaf_loads(&encoder);
-                Builder::Mix(
-                    MixLoaderBuilder::with_leaves(mix.plan().clone(), leaves).task_encoder(encoder),
-                )
+                let builder =
+                    LoaderBuilder::with_leaves(mix.plan().clone(), leaves).task_encoder(encoder);
+                // A training plan repeats as its options say; validation repeats on request
+                // (`RepeatDataset` around it).
+                match self.repeat {
+                    Some(repeat) if !self.training => builder.repeat(repeat),
+                    _ => builder,
+                }
             }
         };
-        both!(builder, |b| b
+        builder
             .shuffle_buffer_size(self.shuffle_buffer_size)
             .batch_size(self.batch_size)
             .drop_last(self.drop_last)
             .virtual_epoch_length(self.virtual_epoch_length)
             .limit(self.limit)
-            .packing_buffer_size(self.packing_buffer_size))
+            .packing_buffer_size(self.packing_buffer_size)
     }
 
     /// Starts the rank's loader (with its worker threads), continuing from `restore` if given;
@@ -403,17 +388,16 @@ impl DatasetSpec {
         worker: Option<usize>,
         restore: Option<LoaderState>,
     ) -> energon_cook::Result<RustLoader> {
-        let mut builder = both!(self.builder(), |b| b.prefetch_factor(prefetch_factor));
+        let mut builder = self.builder().prefetch_factor(prefetch_factor);
         if let Some(state) = restore {
-            builder = both!(builder, |b| b.restore_state(state));
+            builder = builder.restore_state(state);
         }
         let batches = self.batches();
         let Some(worker) = worker else {
-            return Ok(match (builder, batches) {
-                (Builder::Single(b), false) => RustLoader::Samples(b.build_samples()?),
-                (Builder::Single(b), true) => RustLoader::Batches(b.build_batches()?),
-                (Builder::Mix(b), false) => RustLoader::Samples(b.build_samples()?),
-                (Builder::Mix(b), true) => RustLoader::Batches(b.build_batches()?),
+            return Ok(if batches {
+                RustLoader::Batches(builder.build_batches()?)
+            } else {
+                RustLoader::Samples(builder.build_samples()?)
             });
         };
         let n_workers = self.worker_config.n_local_workers();
@@ -427,16 +411,10 @@ impl DatasetSpec {
         let stats = FailureStats::default();
         let config = LoaderConfig { num_workers: 0, prefetch_factor };
         Ok(if batches {
-            let mut pipelines = match &builder {
-                Builder::Single(b) => b.batch_worker_pipelines(&stats)?,
-                Builder::Mix(b) => b.batch_worker_pipelines(&stats)?,
-            };
+            let mut pipelines = builder.batch_worker_pipelines(&stats)?;
             RustLoader::Batches(Loader::new(vec![pipelines.swap_remove(worker)], config)?)
         } else {
-            let mut pipelines = match &builder {
-                Builder::Single(b) => b.sample_worker_pipelines(&stats)?,
-                Builder::Mix(b) => b.sample_worker_pipelines(&stats)?,
-            };
+            let mut pipelines = builder.sample_worker_pipelines(&stats)?;
             RustLoader::Samples(Loader::new(vec![pipelines.swap_remove(worker)], config)?)
         })
     }
@@ -449,11 +427,11 @@ impl DatasetSpec {
     /// Checks the settings by assembling every worker's pipeline once.
     fn check(&self) -> energon_cook::Result<()> {
         let stats = FailureStats::default();
-        match (self.builder(), self.batches()) {
-            (Builder::Single(b), false) => b.sample_worker_pipelines(&stats).map(drop),
-            (Builder::Single(b), true) => b.batch_worker_pipelines(&stats).map(drop),
-            (Builder::Mix(b), false) => b.sample_worker_pipelines(&stats).map(drop),
-            (Builder::Mix(b), true) => b.batch_worker_pipelines(&stats).map(drop),
+        let builder = self.builder();
+        if self.batches() {
+            builder.batch_worker_pipelines(&stats).map(drop)
+        } else {
+            builder.sample_worker_pipelines(&stats).map(drop)
         }
     }
 

@@ -204,7 +204,7 @@ fn cook_kind(err: &energon_cook::Error) -> Kind {
     match err {
         E::Reader(e) => reader_kind(e),
         E::Mix(e) => mix_kind(e),
-        E::Dist(_) | E::InvalidSetting { .. } | E::EmptyWorker { .. } => Kind::Config,
+        E::Dist(_) | E::InvalidSetting { .. } => Kind::Config,
         E::ConfigMismatch { .. }
         | E::BadState { .. }
         | E::RestoreItem { .. }

@@ -6,14 +6,14 @@
 //! task encoder picks for the leaf's subflavors and auxiliary sources. Joins build every joined
 //! dataset's sample and combine them with the metadataset's joiner, in Python.
 //!
-//! The pipeline itself is energon-cook's (`MixLoaderBuilder::with_leaves`): this module only
+//! The pipeline itself is energon-cook's (`LoaderBuilder::with_leaves`): this module only
 //! gives it each leaf's way to items ([`MixSource::leaf_loads`]).
 
 use std::sync::Arc;
 
-use energon_cook::MixLeafLoad;
+use energon_cook::LeafLoad as CookLeafLoad;
 use energon_mix::{
-    LeafData, LeafKind, LeafSample, MixPlan, PlannedLeaf, grammar::Joiner, join::JoinedSample,
+    LeafKind, LeafSample, MixPlan, PlannedLeaf, grammar::Joiner, join::JoinedSample,
 };
 use energon_reader::{Decoder, ReaderOptions, Sample, SampleMeta, SampleReader};
 use pyo3::{prelude::*, types::PyList};
@@ -111,14 +111,14 @@ impl MixSource {
     }
 
     /// How each leaf turns what it reads into items, in the plan's order, for energon-cook's
-    /// metadataset builder: the leaf's own sample builder (its `dataset.yaml`, the decoder, its
+    /// builder: the leaf's own sample builder (its `dataset.yaml`, the decoder, its
     /// subflavors) or join, and for crude leaves the cooker the task encoder chose.
-    pub(crate) fn leaf_loads(&self, encoder: &PyEncoder) -> Vec<MixLeafLoad<Item>> {
+    pub(crate) fn leaf_loads(&self, encoder: &PyEncoder) -> Vec<CookLeafLoad<Item>> {
         self.leaves
             .iter()
             .map(|leaf| {
                 let load = Arc::clone(leaf);
-                let res = MixLeafLoad::new(move |sample| load.load(sample));
+                let res = CookLeafLoad::new(move |sample| load.load(sample));
                 if leaf.crude { res.cooker(encoder.cooker(leaf.cook.clone())) } else { res }
             })
             .collect()
@@ -153,9 +153,9 @@ fn leaf_build(planned: &PlannedLeaf, decoder: Option<Decoder>) -> energon_reader
         subflavors: None,
         max_open_shards: BUILD_ONLY_OPEN_SHARDS,
     };
-    Ok(match (&leaf.kind, &planned.data) {
-        (LeafKind::Jsonl, LeafData::Dataset(dataset)) => {
-            let reader = SampleReader::crude(Arc::clone(dataset), &options("", &None, None));
+    Ok(match (&leaf.kind, planned.data.dataset()) {
+        (LeafKind::Jsonl, Some(dataset)) => {
+            let reader = SampleReader::crude(dataset, &options("", &None, None));
             // COMPAT(energon 7.4.1): a leaf's samples carry a dict of subflavors, empty if none.
             Built::Sample(Box::new(reader), Some(Arc::new(leaf.sample_subflavors(None))))
         }

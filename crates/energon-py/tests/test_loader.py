@@ -130,7 +130,7 @@ def test_restore_checks_the_state():
     # A state of another dataset (same settings).
     _, jsonl = train_loader("keys-jsonl-ws1-r0-nw2-bs1-sb0-s0.txt")
     _, fixture = train_loader("keys-ws1-r0-nw2-bs1-sb0-s0.txt")
-    with pytest.raises(energon_rs.CheckpointError, match="dataset.shards is 1 shards, 200 samples"):
+    with pytest.raises(energon_rs.CheckpointError, match="leaf.0.shards is 1 shards, 200 samples"):
         fixture.restore_state_rank(jsonl.save_state_rank())
     # Damaged bytes.
     state = loader.save_state_rank()
@@ -154,7 +154,7 @@ def test_a_state_is_an_energon_checkpoint(tmp_path):
     assert "  rank 0 of 1: 2 workers, next worker 1, micro batch size 4\n" in out, out
     assert "    worker 0 (global 0): 2 items handed out, 15 samples buffered\n" in out, out
     assert "    worker 1 (global 1): 1 items handed out, 15 samples buffered\n" in out, out
-    assert "    dataset.shards = 4 shards, 200 samples, fingerprint " in out, out
+    assert "    leaf.0.shards = 4 shards, 200 samples, fingerprint " in out, out
     assert "    encoder.class = energon_rs.task_encoder.DefaultTaskEncoder\n" in out, out
 
 

@@ -1,5 +1,5 @@
-//! What the loader builders share: the settings after the blend, the loader options, the
-//! configuration a checkpoint records, and starting the loader (fresh or restored).
+//! What the builder keeps whatever it reads: the settings after the blend, the loader options,
+//! the configuration a checkpoint records, and starting the loader (fresh or restored).
 
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ use crate::{
     stage::{Keyed, Stage},
 };
 
-/// The settings and options both builders have.
+/// The settings and options after the blend.
 #[derive(Debug, Clone)]
 pub(crate) struct Common {
     pub(crate) settings: Settings,
@@ -194,7 +194,7 @@ pub(crate) fn fingerprint(names: &[Arc<str>], counts: &[u64]) -> String {
     format!("{} shards, {total} samples, fingerprint {hash:016x}", counts.len())
 }
 
-/// The setters of the settings and options both builders have.
+/// The setters of the settings and options after the blend.
 macro_rules! common_setters {
     () => {
         /// The shuffle buffer size (training only; sizes 0 and 1 mean no buffer).

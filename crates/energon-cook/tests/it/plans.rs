@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, path::Path};
 
 use energon_dist::WorkerConfig;
 
-use energon_cook::{BoxStage, MixLoaderBuilder, Stage};
+use energon_cook::{BoxStage, LoaderBuilder, Stage};
 use energon_mix::{Error, Metadataset, MixOptions, MixPlan, ResolveOptions, Result};
 
 use crate::util::{text_dataset, write};
@@ -20,8 +20,8 @@ fn plan(mds: &Path, cfg: WorkerConfig, resolve: &ResolveOptions, options: MixOpt
 
 /// The stages of local worker `worker` of `plan`, yielding sample keys.
 pub(crate) fn keys(plan: &MixPlan, worker: usize) -> energon_cook::Result<BoxStage<String>> {
-    let builder =
-        MixLoaderBuilder::new(plan.clone(), |s| Ok(Some(s.key().to_owned()))).cook(|x| Ok(Some(x)));
+    let builder = LoaderBuilder::from_plan(plan.clone(), |s| Ok(Some(s.key().to_owned())))
+        .cook(|x| Ok(Some(x)));
     let mut pipelines = builder.build_sample_pipelines()?;
     Ok(pipelines.swap_remove(worker))
 }
@@ -353,4 +353,51 @@ fn blend_weights_out_of_float_range_name_their_file_and_entry() {
     let plan = open(&blend("ok.yaml", "1.0e300", "3.0e300")).unwrap();
     let weights: Vec<f32> = plan.leaves.iter().map(|l| l.blend_weight).collect();
     assert_eq!(weights, [0.25, 0.75]);
+}
+
+#[test]
+fn a_dataset_is_a_plan_of_one_leaf() {
+    // The same dataset through the builder of one dataset and as a resolved plan of one leaf:
+    // the same items with the same restore keys, on every worker.
+    let fixture = crate::util::fixture();
+    let cfg = WorkerConfig::new(0, 2, 2).unwrap().with_seed_offset(3);
+    let direct = LoaderBuilder::new(crate::util::dataset(), cfg, |raw| Ok(Some(raw.key)))
+        .shuffle_buffer_size(8)
+        .build_sample_pipelines()
+        .unwrap();
+    let split = energon_mix::resolve_path(&fixture, "train", &ResolveOptions::default()).unwrap();
+    let plan = MixPlan::new(split, cfg, MixOptions::default()).unwrap();
+    assert_eq!(plan.leaves.len(), 1);
+    let planned = LoaderBuilder::from_plan(plan, |s| Ok(Some(s.key().to_owned())))
+        .shuffle_buffer_size(8)
+        .build_sample_pipelines()
+        .unwrap();
+    for (mut a, mut b) in direct.into_iter().zip(planned) {
+        for _ in 0..250 {
+            assert_eq!(a.next().unwrap().unwrap(), b.next().unwrap().unwrap());
+        }
+        assert_eq!(a.state().unwrap(), b.state().unwrap());
+    }
+}
+
+#[test]
+fn settings_of_one_dataset_are_refused_for_a_plan() {
+    let fixture = crate::util::fixture();
+    let split = energon_mix::resolve_path(&fixture, "train", &ResolveOptions::default()).unwrap();
+    let cfg = WorkerConfig::new(0, 1, 1).unwrap();
+    let plan = MixPlan::new(split, cfg, MixOptions::default()).unwrap();
+    let Err(err) = LoaderBuilder::from_plan(plan.clone(), |s| Ok(Some(s.key().to_owned())))
+        .shuffle_over_epochs(2)
+        .build_sample_pipelines()
+    else {
+        panic!("a plan's shuffle_over_epochs is its own")
+    };
+    assert!(err.to_string().contains("shuffle_over_epochs"), "{err}");
+    let Err(err) = LoaderBuilder::from_plan(plan, |s| Ok(Some(s.key().to_owned())))
+        .repeat(false)
+        .build_sample_pipelines()
+    else {
+        panic!("a training plan repeats as its options say")
+    };
+    assert!(err.to_string().contains("repeat"), "{err}");
 }

@@ -6,8 +6,8 @@
 use std::{fmt::Debug, path::Path};
 
 use energon_cook::{
-    Cooker, HookError, HookResult, Hooks, Keyed, Loader, LoaderBuilder, LoaderState,
-    MixLoaderBuilder, Outputs, SampleContext, TaskEncoder,
+    Cooker, HookError, HookResult, Hooks, Keyed, Loader, LoaderBuilder, LoaderState, Outputs,
+    SampleContext, TaskEncoder,
 };
 use energon_dist::WorkerConfig;
 use energon_mix::{MixOptions, MixPlan, ResolveOptions};
@@ -255,7 +255,7 @@ fn build(p: &Params, dir: &Path, restore: Option<LoaderState>) -> AnyLoader {
                 energon_mix::resolve_path(&path, "train", &ResolveOptions::default()).unwrap();
             let options = MixOptions { training: !p.val, ..MixOptions::default() };
             let plan = MixPlan::new(split, cfg, options).unwrap();
-            let builder = MixLoaderBuilder::new(plan, |s| Ok(Some(s.key().to_owned())));
+            let builder = LoaderBuilder::from_plan(plan, |s| Ok(Some(s.key().to_owned())));
             configure!(builder, p, restore)
         }
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use energon_cook::{
     Batch, Cooker, DefaultTaskEncoder, Error, ErrorPolicy, HookError, HookResult, Hooks, Keyed,
-    LoaderBuilder, MixLoaderBuilder, Outputs, SampleContext, TaskEncoder,
+    LoaderBuilder, Outputs, SampleContext, TaskEncoder,
 };
 use energon_dist::WorkerConfig;
 use energon_mix::{LeafSample, MixOptions, MixPlan, ResolveOptions};
@@ -37,7 +37,7 @@ fn mixed_loader(num_workers: usize) -> energon_cook::Loader<Keyed<Batch<Typed>>>
     let encoder = DefaultTaskEncoder::default()
         .with_cookers(vec![Cooker::new(|(key, _): Typed, _| Ok((key, "TextSample")))])
         .checking_sample_types(|s: &Typed| s.1);
-    MixLoaderBuilder::new(plan, load)
+    LoaderBuilder::from_plan(plan, load)
         .task_encoder(encoder)
         .batch_size(Some(4))
         .build_batches()
@@ -340,7 +340,7 @@ fn a_checkpoint_of_another_loader_is_refused_with_what_differs() {
         .restore_state(state)
         .build_batches()
         .unwrap_err();
-    assert!(err.to_string().contains("dataset.shards is 4 shards, 200 samples"), "{err}");
+    assert!(err.to_string().contains("leaf.0.shards is 4 shards, 200 samples"), "{err}");
 }
 
 #[test]
