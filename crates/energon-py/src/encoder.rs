@@ -18,19 +18,39 @@ use crate::{
 };
 
 /// A batch as a worker thread leaves it: collated in Rust (in parallel across workers), or its
-/// items for the Python batch hooks.
+/// items for the Python batch hooks, with the contexts of the batch and encode-batch stages that
+/// the hooks are called in.
 #[derive(Debug)]
 pub(crate) enum WorkerBatch {
     Collated(Collated),
-    Items(Batch<Item>),
+    Items(Batch<Item>, BatchContexts),
     Failed(String),
 }
 
+/// A hook call's context as the Python side takes it: `(current_sample_index,
+/// current_batch_index, worker_seed)`.
+pub(crate) type CallContext = (u64, u64, u32);
+
+/// The contexts of the Python `batch` and `encode_batch` calls of one batch: the stages run on
+/// the worker thread, the calls happen on the loader's pump thread, and the hooks see the
+/// indices (and seeds) of the stage that made the batch, as in the reference.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchContexts {
+    pub(crate) batch: CallContext,
+    pub(crate) encode_batch: Option<CallContext>,
+}
+
+/// The context of a hook call at `ctx`.
+pub(crate) fn call_context(ctx: &SampleContext) -> CallContext {
+    (ctx.current_sample_index(), ctx.current_batch_index(), ctx.worker().seed.get())
+}
+
 impl WorkerBatch {
-    fn new(batch: Batch<Item>, hooks: &Hooks) -> Self {
+    fn new(batch: Batch<Item>, hooks: &Hooks, ctx: &SampleContext) -> Self {
         let all_rust = batch.samples.iter().all(|s| matches!(s.value, Item::Rust(_)));
         if !all_rust || hooks.has_batch_hooks() {
-            return WorkerBatch::Items(batch);
+            let contexts = BatchContexts { batch: call_context(ctx), encode_batch: None };
+            return WorkerBatch::Items(batch, contexts);
         }
         let samples = batch
             .samples
@@ -124,17 +144,23 @@ impl TaskEncoder for PyEncoder {
     fn batch(
         &self,
         samples: Vec<Keyed<Item>>,
-        _: &SampleContext,
+        ctx: &SampleContext,
     ) -> HookResult<Outputs<WorkerBatch>> {
-        Ok(Outputs::One(WorkerBatch::new(Batch { samples }, &self.hooks)))
+        Ok(Outputs::One(WorkerBatch::new(Batch { samples }, &self.hooks, ctx)))
     }
 
     fn encode_batch(
         &self,
         batch: WorkerBatch,
-        _: &SampleContext,
+        ctx: &SampleContext,
     ) -> HookResult<Outputs<WorkerBatch>> {
-        Ok(Outputs::One(batch))
+        Ok(Outputs::One(match batch {
+            WorkerBatch::Items(items, contexts) => WorkerBatch::Items(
+                items,
+                BatchContexts { encode_batch: Some(call_context(ctx)), ..contexts },
+            ),
+            other => other,
+        }))
     }
 
     fn config(&self) -> Vec<(String, String)> {

@@ -20,6 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::{
     convert::Converter,
+    encoder::{BatchContexts, CallContext, call_context},
     errors::{config_error, to_py_err},
     file_store::PyFileStore,
     sample::sample_to_py,
@@ -139,9 +140,7 @@ impl Hooks {
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let py = arg.py();
         let kwargs = PyDict::new(py);
-        let context =
-            (ctx.current_sample_index(), ctx.current_batch_index(), ctx.worker().seed.get());
-        kwargs.set_item("ctx", context)?;
+        kwargs.set_item("ctx", call_context(ctx))?;
         let out = hook.bind(py).call((arg,), Some(&kwargs))?;
         Ok(self.unless_skip(&out).then_some(out))
     }
@@ -375,12 +374,13 @@ impl Hooks {
         self.failure.lock().ok().and_then(|mut slot| slot.take())
     }
 
-    /// `batch` then `encode_batch` over a batch of items, in Python; `None` when a hook skipped
-    /// the batch.
+    /// `batch` then `encode_batch` over a batch of items, in Python, each in the context of its
+    /// stage (`contexts`, see [`Self::invoke`]); `None` when a hook skipped the batch.
     pub(crate) fn batch_py(
         &self,
         py: Python<'_>,
         batch: Keyed<Batch<Item>>,
+        contexts: BatchContexts,
     ) -> PyResult<Option<Py<PyAny>>> {
         let conv = Converter::new(py, self.torch)?;
         let list = PyList::empty(py);
@@ -388,20 +388,34 @@ impl Hooks {
             list.append(item_to_py(&conv, keyed.value)?)?;
         }
         let mut out = match self.batch.as_ref().or(self.default_batch.as_ref()) {
-            Some(batch) => batch.bind(py).call1((list,))?,
+            Some(batch) => call_in(batch, list.into_any(), Some(contexts.batch))?,
             None => list.into_any(),
         };
         if !self.unless_skip(&out) {
             return Ok(None);
         }
         if let Some(encode_batch) = &self.encode_batch {
-            out = encode_batch.bind(py).call1((out,))?;
+            out = call_in(encode_batch, out, contexts.encode_batch)?;
             if !self.unless_skip(&out) {
                 return Ok(None);
             }
         }
         Ok(Some(out.unbind()))
     }
+}
+
+/// Calls a batch hook on `arg`, with its stage's context as the keyword `ctx` when there is one.
+fn call_in<'py>(
+    hook: &Py<PyAny>,
+    arg: Bound<'py, PyAny>,
+    ctx: Option<CallContext>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = arg.py();
+    let kwargs = PyDict::new(py);
+    if let Some(ctx) = ctx {
+        kwargs.set_item("ctx", ctx)?;
+    }
+    hook.bind(py).call((arg,), Some(&kwargs))
 }
 
 /// An item as a Python object (a Rust sample becomes its dataclass).

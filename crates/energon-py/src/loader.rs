@@ -348,9 +348,9 @@ fn prepare(item: energon_cook::Result<Raw>, hooks: &Hooks) -> Option<Prepared> {
         Ok(Raw::Batch(Keyed { restore_key, value })) => match value {
             WorkerBatch::Collated(collated) => Prepared::Collated(collated.with_key(restore_key)),
             WorkerBatch::Failed(message) => Prepared::FailedBatch(message),
-            WorkerBatch::Items(batch) => {
+            WorkerBatch::Items(batch, contexts) => {
                 let batch = Keyed { restore_key, value: batch };
-                match Python::attach(|py| hooks.batch_py(py, batch)) {
+                match Python::attach(|py| hooks.batch_py(py, batch, contexts)) {
                     Ok(Some(obj)) => Prepared::Py(obj),
                     Ok(None) => return None,
                     Err(err) => Prepared::FailedPy(err),

@@ -41,6 +41,7 @@ from megatron.energon import (
     LimitDataset,
     RepeatDataset,
     SampleDecoder,
+    SkipSample,
     TextSample,
     WorkerConfig,
     basic_sample_keys,
@@ -149,6 +150,8 @@ class VLSample:
     tokens: torch.Tensor
     labels: torch.Tensor
     total_len: int
+    #: `current_sample_index` of each encoded sample (several after packing).
+    sample_index: list = field(default_factory=list)
     cu_lengths: Optional[torch.Tensor] = None
 
 
@@ -162,6 +165,9 @@ class VLBatch:
     num_tiles: torch.Tensor
     tokens: torch.Tensor
     labels: torch.Tensor
+    sample_index: torch.Tensor
+    #: `current_sample_index` and `current_batch_index` while batching.
+    batch_call: tuple = ()
     cu_lengths: list = field(default_factory=list)
 
 
@@ -197,6 +203,7 @@ class VLTaskEncoder(DefaultTaskEncoder):
             tokens=tokens,
             labels=labels,
             total_len=len(tokens),
+            sample_index=[self.current_sample_index],
         )
 
     def encode_text(self, sample: Any) -> VLSample:
@@ -212,6 +219,7 @@ class VLTaskEncoder(DefaultTaskEncoder):
             tokens=tokens,
             labels=labels,
             total_len=len(tokens),
+            sample_index=[self.current_sample_index],
         )
 
     @stateless(restore_seeds=True)
@@ -236,6 +244,8 @@ class VLTaskEncoder(DefaultTaskEncoder):
             num_tiles=torch.tensor([n for s in samples for n in s.num_tiles], dtype=torch.int32),
             tokens=tokens,
             labels=labels,
+            sample_index=torch.tensor([i for s in samples for i in s.sample_index], dtype=torch.int64),
+            batch_call=(self.current_sample_index, self.current_batch_index),
             cu_lengths=[s.cu_lengths for s in samples if s.cu_lengths is not None],
         )
 
@@ -249,6 +259,9 @@ class VLTaskEncoder(DefaultTaskEncoder):
             "tokens": batch.tokens,
             "labels": batch.labels,
             "loss_mask": loss_mask,
+            "sample_index": batch.sample_index,
+            "batch_call": list(batch.batch_call),
+            "encode_batch_call": [self.current_sample_index, self.current_batch_index],
             "position_ids": torch.arange(batch.tokens.shape[1], dtype=torch.int64).expand_as(batch.tokens).contiguous(),
         }
         if batch.cu_lengths:
@@ -286,6 +299,7 @@ class PackingTaskEncoder(VLTaskEncoder):
             tokens=torch.cat([s.tokens for s in samples]),
             labels=torch.cat([s.labels for s in samples]),
             total_len=sum(lengths),
+            sample_index=[i for s in samples for i in s.sample_index],
             cu_lengths=torch.tensor([0, *np.cumsum(lengths).tolist()], dtype=torch.int32),
         )
 
@@ -309,6 +323,52 @@ class MultiViewTaskEncoder(VLTaskEncoder):
             out = self.encode_captioning(sample)
             out.__key__ = f"{sample.__key__}#{view}"
             yield out
+
+
+class FilteringTaskEncoder(VLTaskEncoder):
+    """Skips long captions, then encodes as its base class does: an override without its own
+    decorator, calling the base's `@stateless(restore_seeds=True)` method."""
+
+    def encode_sample(self, sample: Any) -> VLSample:
+        if len(_text_of(sample.caption).split()) > 9:
+            raise SkipSample()
+        return super().encode_sample(sample)
+
+
+class PrePostPackingTaskEncoder(DefaultTaskEncoder):
+    """Packing with the work split around it: `preencode_sample` tokenizes (random prompt),
+    `postencode_sample` tiles the images of each packed sample (random views). No
+    `encode_sample` (the reference refuses it beside `preencode_sample`); packing and batching as
+    `PackingTaskEncoder`'s."""
+
+    decoder = VLTaskEncoder.decoder
+    select_samples_to_pack = PackingTaskEncoder.select_samples_to_pack
+    pack_selected_samples = PackingTaskEncoder.pack_selected_samples
+    batch = VLTaskEncoder.batch
+    encode_batch = VLTaskEncoder.encode_batch
+
+    @stateless(restore_seeds=True)
+    def preencode_sample(self, sample: Any) -> VLSample:
+        tokens, labels = _conversation(random.choice(CAPTION_PROMPTS), _text_of(sample.caption), 0)
+        return VLSample(
+            __key__=sample.__key__,
+            __restore_key__=sample.__restore_key__,
+            __subflavors__=sample.__subflavors__,
+            imgs=torch.from_numpy(np.ascontiguousarray(np.asarray(sample.image))),
+            num_tiles=[],
+            tokens=tokens,
+            labels=labels,
+            total_len=len(tokens),
+            sample_index=[self.current_sample_index],
+        )
+
+    @stateless(restore_seeds=True)
+    def postencode_sample(self, sample: VLSample) -> VLSample:
+        tiles = tiles_of(random_view(sample.imgs.numpy()))
+        sample.imgs = torch.from_numpy(tiles)
+        sample.num_tiles = [len(tiles)]
+        sample.sample_index = [*sample.sample_index, self.current_sample_index]
+        return sample
 
 
 @stateless
@@ -420,6 +480,8 @@ CONFIGS = {
         Config("val_limit", _val_limit(nw=2, bs=4, limit=5), 12, (0, 3, 7), 4),
         Config("caption_tiles_ws2_r1", _train(VLTaskEncoder, nw=2, bs=3, sb=16, rank=1, world_size=2), 10, (0, 3, 6), 4),
         Config("blend", _train(BlendTaskEncoder, nw=2, bs=4, sb=8, blend=True), 12, (0, 3, 8), 4),
+        Config("skip_long", _train(FilteringTaskEncoder, nw=2, bs=3, sb=16), 10, (0, 3, 6), 4),
+        Config("pre_post_packing", _train(PrePostPackingTaskEncoder, nw=2, bs=2, sb=16, packing_buffer_size=6), 10, (0, 2, 5), 4),
         Config("jsonl_text_packing", _train(TextPackingTaskEncoder, nw=1, bs=2, sb=8, sub="jsonl/data.jsonl", packing_buffer_size=8), 10, (0, 3, 6), 4),
     )
 }

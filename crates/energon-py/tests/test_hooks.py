@@ -160,6 +160,51 @@ def test_a_generator_encode_sample_yields_several_samples(ref_small):
     assert keys[0][:-1] == keys[2][:-1] and (keys[0][-1], keys[2][-1]) == ("a", "b")
 
 
+def test_a_seeded_method_called_from_an_override_is_seeded(ref_small):
+    """An `encode_sample` override without the decorator that calls the base class's
+    `@stateless(restore_seeds=True)` method gets the base's seeding, as in the reference."""
+    import random
+
+    class Base(energon_rs.DefaultTaskEncoder):
+        @energon_rs.stateless(restore_seeds=True)
+        def encode_sample(self, sample):
+            return {"__key__": sample.__key__, "__restore_key__": (), "index": self.current_sample_index, "r": random.random()}
+
+    class Override(Base):
+        def encode_sample(self, sample):
+            return super().encode_sample(sample)
+
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)
+    ds = energon_rs.get_val_dataset(
+        ref_small, split_part="train", worker_config=wc, batch_size=None, task_encoder=Override()
+    )
+    out = [s for s, _ in zip(energon_rs.get_loader(ds), range(12))]
+    for s in out:
+        random.seed(energon_rs.SystemRng.get_seed_from_args(wc.worker_seed(s["index"] % 2), s["index"]))
+        assert s["r"] == random.random()
+
+
+def test_batch_hooks_see_the_index_of_the_batch_they_make(ref_small):
+    """`batch` and `encode_batch` run on the loader's pump thread but see the reference's
+    indices of their worker's stage: `current_batch_index` counts the rank's batches across its
+    workers (item * workers + worker), so does `current_sample_index` for these stages."""
+
+    class Indexed(energon_rs.DefaultTaskEncoder):
+        def batch(self, samples):
+            return {"__key__": [s.__key__ for s in samples], "batch": (self.current_sample_index, self.current_batch_index)}
+
+        def encode_batch(self, batch):
+            return {**batch, "encode": (self.current_sample_index, self.current_batch_index)}
+
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)
+    ds = energon_rs.get_val_dataset(
+        ref_small, split_part="train", worker_config=wc, batch_size=4, task_encoder=Indexed()
+    )
+    out = [b for b, _ in zip(energon_rs.get_loader(ds), range(8))]
+    assert [b["batch"] for b in out] == [(i, i) for i in range(8)]
+    assert [b["encode"] for b in out] == [(i, i) for i in range(8)]
+
+
 def test_restore_seeds_make_random_augmentations_restorable(ref_small):
     import random
 

@@ -14,6 +14,7 @@ through the dataset's `index.sqlite`. Media metadata is what `energon prepare-me
 from __future__ import annotations
 
 import os
+import pickle
 from typing import Any, Optional, Union
 
 from . import _native
@@ -29,6 +30,31 @@ __all__ = [
     "WebdatasetFileStore",
     "add_source_info",
 ]
+
+
+#: Whether the stores of this module hand out undecoded files as `bytes` (a copy) instead of
+#: read-only `memoryview`s of the shard. `energon_rs.compat.install()` sets it, as the
+#: reference's stores return bytes.
+FILES_AS_BYTES = False
+
+
+def _files_as_bytes(res: Any) -> Any:
+    if FILES_AS_BYTES and isinstance(res[0], memoryview):
+        return bytes(res[0]), res[1]
+    return res
+
+
+#: Part names (extensions) whose bytes are pickles, unpickled when parts are decoded.
+PICKLE_PARTS = ("pkl", "pickle")
+
+
+def unpickle_part(name: str, value: Any) -> Any:
+    """`value` unpickled when `name` (a part name or a file name) says it is a pickle and it is
+    still bytes; else `value` as it is."""
+    part = name.rsplit(".", 1)[-1].lower()
+    if part in PICKLE_PARTS and isinstance(value, (bytes, bytearray, memoryview)):
+        return pickle.loads(value)
+    return value
 
 
 def add_source_info(sample: Any, *source_infos: SourceInfo) -> Any:
@@ -83,7 +109,7 @@ class _NativeStore(FileStore):
         res = self._native.get(key)
         if res is None:
             raise self._missing(key)
-        return res
+        return _files_as_bytes(res)
 
     def get_path(self) -> str:
         return self._native.path
@@ -115,7 +141,7 @@ class _NativeStore(FileStore):
         )
         if res is None:
             raise self._missing(key)
-        return res
+        return _files_as_bytes(res)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._native.path!r})"
@@ -209,9 +235,10 @@ class DecodeFileStore(_Wrapper):
     def __getitem__(self, key: str) -> tuple[Any, SourceInfo]:
         inner = self._inner
         if isinstance(inner, _NativeStore) and self._custom_decode() is None:
-            return inner._decoded(
+            data, source_info = inner._decoded(
                 key, self.decoder.image_decode, self.decoder.guess_content, self._torch
             )
+            return unpickle_part(key, data), source_info
         raw, source_info = inner[key]
         return self._decode_raw(raw, fname=key), source_info
 
@@ -252,6 +279,9 @@ class PrimaryFileStore(_Wrapper):
 
     def get(self, key: str, sample: Any = None) -> Any:
         return self._inner.get(self._resolve(key), sample)
+
+    def _get_raw(self, key: str) -> tuple[Any, SourceInfo]:
+        return self._inner._get_raw(self._resolve(key))
 
     def get_media_metadata(self, key: str) -> MediaMetadataBase:
         return self._inner.get_media_metadata(self._resolve(key))

@@ -183,9 +183,11 @@ _installed: Optional[_Finder] = None
 def install(torch: bool = True) -> None:
     """Makes `import megatron.energon...` import energon_rs (idempotent). With `torch` (the
     default), datasets hand tensors out as torch tensors, as the reference does
-    (`energon_rs.loader.DEFAULT_TORCH`)."""
+    (`energon_rs.loader.DEFAULT_TORCH`); file stores hand out files as `bytes`
+    (`energon_rs.cache.FILES_AS_BYTES`)."""
     global _installed
     importlib.import_module("energon_rs.loader").DEFAULT_TORCH = torch
+    importlib.import_module("energon_rs.cache").FILES_AS_BYTES = True
     if _installed is not None:
         return
     for name in [n for n in sys.modules if n == _PACKAGE or n.startswith(_PACKAGE + ".")]:
@@ -201,6 +203,7 @@ def uninstall() -> None:
     if _installed is None:
         return
     importlib.import_module("energon_rs.loader").DEFAULT_TORCH = False
+    importlib.import_module("energon_rs.cache").FILES_AS_BYTES = False
     sys.meta_path.remove(_installed)
     own_megatron = _installed.own_megatron
     _installed = None

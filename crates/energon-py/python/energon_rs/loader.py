@@ -79,6 +79,7 @@ class Dataset(SavableDataset):
         self.worker_config = worker_config
         self._config = config
         self._arguments: dict = {}
+        self._hooks: Any = None
 
     def _with(self, **changes: Any) -> "Dataset":
         """The same dataset with some of its settings changed (a new pipeline)."""
@@ -179,6 +180,7 @@ def _dataset(
         raise TypeError(f"unexpected keyword arguments: {sorted(kwargs)}")
     if shuffle_over_epochs is None:
         shuffle_over_epochs = shuffle_over_epochs_multiplier if training else 1
+    hooks = _hooks(task_encoder, worker_config, torch)
     spec = _native._DatasetSpec(
         os.fspath(path),
         split_part=split_part,
@@ -202,7 +204,7 @@ def _dataset(
         guess_content=False if decoder is None else decoder.guess_content,
         split_config=split_config,
         dataset_config=dataset_config,
-        hooks=_hooks(task_encoder, worker_config, torch),
+        hooks=hooks,
     )
     config = {
         "path": os.fspath(path),
@@ -227,6 +229,7 @@ def _dataset(
     }
     res = Dataset(spec, worker_config, config)
     res._arguments = arguments
+    res._hooks = hooks
     return res
 
 
@@ -527,13 +530,22 @@ def get_loader(
         warnings.warn("get_loader's worker_config is deprecated", DeprecationWarning, stacklevel=2)
         if worker_config != dataset.worker_config:
             raise ValueError("worker_config must equal the dataset's")
-    if cache_pool is not None:
-        raise NotImplementedError("cache pools are not supported by energon_rs yet")
+    dataset = _with_cache_pool(dataset, cache_pool)
     return BasicDataLoader(
         dataset,
         prefetch_factor=prefetch_factor,
         watchdog=_watchdog(watchdog_timeout_seconds, watchdog_initial_timeout_seconds, fail_on_timeout),
     )
+
+
+def _with_cache_pool(dataset: Dataset, cache_pool: Any) -> Dataset:
+    """The dataset's pipeline whose cookers get `cache_pool` (a pipeline of its own, so that
+    loaders of one dataset keep their pools apart)."""
+    if cache_pool is None:
+        return dataset
+    res = dataset._with()
+    res._hooks.set_cache_pool(cache_pool)
+    return res
 
 
 def _watchdog(timeout: Optional[float], initial: Optional[float], fail: bool) -> Any:
@@ -559,8 +571,7 @@ def get_savable_loader(
     """A loader whose state can be saved and restored (see `SavableDataLoader`)."""
     if worker_config is not None and worker_config != dataset.worker_config:
         raise ValueError("worker_config must equal the dataset's")
-    if cache_pool is not None:
-        raise NotImplementedError("cache pools are not supported by energon_rs yet")
+    dataset = _with_cache_pool(dataset, cache_pool)
     return SavableDataLoader(
         dataset,
         prefetch_factor=prefetch_factor,
