@@ -30,6 +30,7 @@ from .cache import (
     PrimaryFileStore,
     WebdatasetFileStore,
     _of_native,
+    unpickle_part,
 )
 from .rng import SystemRng
 from .sample import CrudeSample, SourceInfo
@@ -127,7 +128,7 @@ class Cooker(Generic[T]):
 
     @property
     def need_cache(self) -> bool:
-        """Whether the cook function gets a cache pool as `cache` (not supported yet)."""
+        """Whether the cook function gets the loader's cache pool as `cache`."""
         return bool(getattr(self.cook, "__need_cache__", False))
 
     def is_match(self, subflavors: Optional[dict]) -> bool:
@@ -142,12 +143,11 @@ def cooker(
     fn: Optional[Callable[..., Any]] = None, *, need_cache: bool = False, need_primary: bool = False
 ) -> Any:
     """Marks a cook function: `need_primary` gives it the dataset's own files as the file store
-    `primary` (names starting with `.` are relative to the sample's key); cache pools
-    (`need_cache`) are not supported yet."""
+    `primary` (names starting with `.` are relative to the sample's key); `need_cache` gives it
+    the loader's cache pool as `cache` (`get_loader(..., cache_pool=...)`; a `NoCachePool`
+    without one)."""
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
-        if need_cache:
-            raise NotImplementedError("energon_rs cookers get no cache pool yet")
         f.__need_primary__ = need_primary  # type: ignore[attr-defined]
         f.__need_cache__ = need_cache  # type: ignore[attr-defined]
         return stateless(f)
@@ -477,6 +477,12 @@ def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> Simple
 
     decoder = task_encoder.decoder
 
+    #: The cache pool of the loader running this pipeline (`set_cache_pool`).
+    cache_pool: list = [None]
+
+    def set_cache_pool(pool: Any) -> None:
+        cache_pool[0] = pool
+
     def decoded(store: FileStore) -> FileStore:
         return store if decoder is None else DecodeFileStore(store, decoder=decoder, torch=torch)
 
@@ -496,9 +502,27 @@ def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> Simple
         if c.need_primary and "primary" not in stores:
             own = JsonlFileStore(primary_path) if primary_jsonl else WebdatasetFileStore(primary_path)
             stores["primary"] = decoded(own)
-        cook = functools.partial(task_encoder.cook_crude_sample, cooker=c, aux=stores)
+        if c.need_cache:
+
+            def cook(sample: Any, c: Cooker = c, stores: dict = stores) -> Any:
+                from .cache_pool import NoCachePool
+
+                pool = cache_pool[0] if cache_pool[0] is not None else NoCachePool()
+                return task_encoder.cook_crude_sample(sample, cooker=c, aux={**stores, "cache": pool})
+        else:
+            cook = functools.partial(task_encoder.cook_crude_sample, cooker=c, aux=stores)
+        if decoder is not None:
+            # Pickled parts are decoded here (the Rust core hands them out as bytes).
+            def cook_decoded(sample: Any, cook: Callable[..., Any] = cook) -> Any:
+                for name, value in list(sample.items()):
+                    sample[name] = unpickle_part(name, value)
+                return cook(sample)
+
+            run: Callable[..., Any] = cook_decoded
+        else:
+            run = cook
         tolerance = getattr(c.cook, "__failure_tolerance__", DEFAULT_FAILURE_TOLERANCE)
-        return _guard(cook, worker_config, tolerance)
+        return _guard(run, worker_config, tolerance)
 
     def make_joiner(
         kind: str, module: str, name: str, names: Optional[list]
@@ -538,6 +562,7 @@ def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> Simple
     ]
     return SimpleNamespace(
         make_cook=make_cook,
+        set_cache_pool=set_cache_pool,
         config=config,
         make_joiner=make_joiner,
         on_error=on_error,
