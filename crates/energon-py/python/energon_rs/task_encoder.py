@@ -87,9 +87,17 @@ def stateless(
     failure_tolerance: Optional[int] = None,
 ) -> Any:
     """Marks a hook as deterministic (a function of its input only), as the reference requires
-    for restoring; usable bare (`@stateless`) or with arguments."""
+    for restoring; usable bare (`@stateless`) or with arguments.
+
+    With `restore_seeds=True` every call of the function (also one from another method, such as
+    a subclass's `encode_sample` calling `super().encode_sample(...)`) runs with the global
+    random generators seeded from the worker seed and the current sample index of the hook call
+    it is part of, and their state is restored afterwards, as the reference does. Outside a
+    loader's hook call there is no sample index, and the function runs unseeded."""
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
+        if restore_seeds:
+            f = _seeded(f)
         f.__stateless__ = True  # type: ignore[attr-defined]
         f.__restore_seeds__ = restore_seeds  # type: ignore[attr-defined]
         if failure_tolerance is not None:
@@ -97,6 +105,40 @@ def stateless(
         return f
 
     return mark(fn) if fn is not None else mark
+
+
+def _seeded(f: Callable[..., Any]) -> Callable[..., Any]:
+    """`f` run with the global generators seeded from the current hook call's context (see
+    `stateless`). A generator function's samples are made in one go under the seed (the loader
+    collects them at once anyway), and handed out after the outer state is back."""
+
+    def run(call: Callable[[], Any]) -> Any:
+        seed_args = getattr(_CONTEXT, "seed_args", None)
+        if seed_args is None:
+            return call()
+        # The global generators are the process's, and the workers are threads: seeded calls
+        # take turns, so that no other worker reseeds or draws in the middle of one.
+        with _SEEDED_CALLS:
+            outer = SystemRng.save_state()
+            SystemRng.seed_args(*seed_args)
+            try:
+                return call()
+            finally:
+                SystemRng.restore_state(outer)
+
+    if inspect.isgeneratorfunction(f):
+
+        @functools.wraps(f)
+        def seeded_generator(*args: Any, **kwargs: Any) -> Any:
+            yield from run(lambda: list(f(*args, **kwargs)))
+
+        return seeded_generator
+
+    @functools.wraps(f)
+    def seeded(*args: Any, **kwargs: Any) -> Any:
+        return run(lambda: f(*args, **kwargs))
+
+    return seeded
 
 
 @dataclass
@@ -393,7 +435,7 @@ def _sources_of(value: Any) -> Any:
     return getattr(value, "__sources__", None)
 
 
-#: Held by a hook call that runs with seeded global generators (`restore_seeds`).
+#: Held by a call that runs with seeded global generators (`restore_seeds`).
 _SEEDED_CALLS = threading.RLock()
 
 
@@ -403,26 +445,18 @@ class _Many(list):
 
 def _call(fn: Callable[..., Any], value: Any, args: tuple, ctx: Optional[tuple]) -> Any:
     """Calls a hook in its context: `ctx` is `(current_sample_index, current_batch_index,
-    worker_seed)`. A generator's samples are collected; `@stateless(restore_seeds=True)` hooks
-    run with the global random generators seeded from the worker seed and the sample index,
-    and the generators' outer state is restored afterwards, as the reference does."""
-    if ctx is None:
-        res = fn(value, *args)
-        return _Many(res) if inspect.isgenerator(res) else res
-    _CONTEXT.sample_index, _CONTEXT.batch_index, worker_seed = ctx
-    if not getattr(fn, "__restore_seeds__", False):
-        res = fn(value, *args)
-        return _Many(res) if inspect.isgenerator(res) else res
-    # The global generators are the process's, and the workers are threads: seeded calls take
-    # turns, so that no other worker reseeds or draws in the middle of one.
-    with _SEEDED_CALLS:
-        outer = SystemRng.save_state()
-        SystemRng.seed_args(worker_seed, ctx[0])
-        try:
-            res = fn(value, *args)
-            return _Many(res) if inspect.isgenerator(res) else res
-        finally:
-            SystemRng.restore_state(outer)
+    worker_seed)`, which the task encoder's `current_sample_index` and `current_batch_index`
+    give and from which `@stateless(restore_seeds=True)` functions seed the global random
+    generators, as the reference does (`SystemRng.seed_args(worker_seed, sample_index)`). A
+    generator's samples are collected."""
+    if ctx is not None:
+        sample_index, batch_index, worker_seed = ctx
+        _CONTEXT.sample_index, _CONTEXT.batch_index = sample_index, batch_index
+        _CONTEXT.seed_args = (worker_seed, sample_index)
+    else:
+        _CONTEXT.seed_args = None
+    res = fn(value, *args)
+    return _Many(res) if inspect.isgenerator(res) else res
 
 
 def _guard(
@@ -476,7 +510,6 @@ def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> Simple
         return _guard(getattr(task_encoder, name), worker_config)
 
     decoder = task_encoder.decoder
-
     #: The cache pool of the loader running this pipeline (`set_cache_pool`).
     cache_pool: list = [None]
 
