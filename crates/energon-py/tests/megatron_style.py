@@ -393,7 +393,8 @@ class BlendTaskEncoder(VLTaskEncoder):
 
 def blend_yaml(root: Path) -> Path:
     """A metadataset blending the fixture's WebDataset (weight 3) with its JSONL part (weight 1),
-    written next to the temporary files (absolute paths: the fixture is read-only)."""
+    written with absolute paths into the temporary directory, so that the fixture stays as it was
+    vendored."""
     import tempfile
 
     text = (
