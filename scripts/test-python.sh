@@ -14,7 +14,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 export VIRTUAL_ENV="$(cd "$venv" && pwd)"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
-packages=(maturin numpy pytest mypy click)
+packages=(maturin numpy pytest mypy click pillow)
 if [ "${ENERGON_PY_NO_TORCH:-0}" != 1 ]; then
   packages+=(torch)
   export ENERGON_REQUIRE_TORCH="${ENERGON_REQUIRE_TORCH:-1}"

@@ -93,7 +93,7 @@ _SOURCES = ("energon_rs", "energon_rs.rng", "energon_rs.task_encoder", "energon_
             "energon_rs.sample", "energon_rs.cache", "energon_rs.worker", "energon_rs.media",
             "energon_rs.sample_utils", "energon_rs.fork_hook", "energon_rs.epath",
             "energon_rs.prepare", "energon_rs.wrappers",
-            "energon_rs.cache_pool", "energon_rs.watchdog")
+            "energon_rs.cache_pool", "energon_rs.watchdog", "energon_rs.transforms")
 
 
 #: Names that mean different things in different modules: (module, name) -> (source, name).
