@@ -95,7 +95,7 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
         DatasetKind::Jsonl => {
             let n = prepare::prepare_jsonl(&path)
                 .with_context(|| format!("while preparing {}", path.display()))?;
-            println!("Prepared JSONL dataset {} with {n} samples", path.display());
+            println!("Found {n} samples in the JSONL dataset {}", path.display());
             println!("Done");
             return Ok(ExitCode::SUCCESS);
         }

@@ -43,3 +43,14 @@ def test_a_missing_program_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("PATH", "")
     res = click_testing.CliRunner().invoke(lint_command, ["x"])
     assert res.exit_code == 1 and "energon program was not found" in res.output
+
+
+def test_prepare_of_a_jsonl_file_reports_its_samples(runner, tmp_path):
+    from energon_rs.cli import prepare_command
+
+    path = tmp_path / "data.jsonl"
+    path.write_text("".join(f'{{"text": "{i}"}}\n' for i in range(7)))
+    res = runner.invoke(prepare_command, [str(path)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines() == [f"Found 7 samples in the JSONL dataset {path}", "Done"]
+    assert path.with_suffix(".jsonl.idx").is_file()
