@@ -96,3 +96,17 @@ def test_generic_concat():
     assert out.x.shape == (3, 3) and out.names == ["a", "b", "c"] and out.kind == "k"
     with pytest.raises(ValueError, match="differing"):
         generic_concat([1, 2])
+
+
+def test_listed_datasets_carry_their_dataset_yaml_subflavors(ref_small_copy, tmp_path):
+    yaml = ref_small_copy / ".nv-meta" / "dataset.yaml"
+    yaml.write_text(yaml.read_text() + "subflavors:\n  origin: yaml\n  number: 1\n")
+    mds = tmp_path / "mds.yaml"
+    mds.write_text(
+        "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n  train:\n    blend:\n"
+        f"      - {{weight: 1, path: {ref_small_copy}, subflavors: {{number: 2}}}}\n"
+        f"      - {{weight: 1, path: {ref_small_copy / 'jsonl' / 'data.jsonl'}}}\n"
+    )
+    listed = energon_rs.load_dataset(mds).get_datasets(training=True, split_part="train")
+    assert [d.dataset.subflavors for d in listed.datasets] == [{"origin": "yaml", "number": 2}, None]
+    assert energon_rs._native.dataset_subflavors(str(REF_SMALL)) is None

@@ -18,6 +18,7 @@ __all__ = [
     "_Reader",
     "__version__",
     "dataset_kind",
+    "dataset_subflavors",
     "prepare_dataset",
     "prepare_jsonl",
     "prepare_media",
@@ -134,6 +135,7 @@ class _FileStore:
     def media_table_missing(self) -> Optional[str]: ...
 
 def dataset_kind(path: str) -> str: ...
+def dataset_subflavors(path: str, dataset_config: str = ...) -> Optional[dict[str, Any]]: ...
 def prepare_dataset(
     path: str,
     *,

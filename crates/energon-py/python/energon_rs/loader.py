@@ -712,7 +712,7 @@ class _LoadedMetadataset:
                 split_part=leaf["split_part"],
                 split_config=leaf["split_config"],
                 dataset_config=leaf["dataset_config"],
-                subflavors=leaf["subflavors"],
+                subflavors=_with_config_subflavors(leaf),
                 shuffle_over_epochs=leaf["shuffle_over_epochs"],
             )
             datasets.append(
@@ -724,6 +724,18 @@ class _LoadedMetadataset:
                 )
             )
         return LoadedDatasetList(blend_mode=mode, datasets=datasets)
+
+
+def _with_config_subflavors(leaf: dict) -> Optional[dict]:
+    """A leaf's subflavors as the reference lists them: those of its `dataset.yaml`, updated
+    by the metadataset's."""
+    subflavors = leaf["subflavors"]
+    if leaf["kind"] != "webdataset":
+        return subflavors
+    own = _native.dataset_subflavors(leaf["path"], leaf["dataset_config"] or "dataset.yaml")
+    if not own:
+        return subflavors
+    return {**own, **(subflavors or {})}
 
 
 class _Reader:
