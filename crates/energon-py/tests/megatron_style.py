@@ -371,6 +371,24 @@ class PrePostPackingTaskEncoder(DefaultTaskEncoder):
         return sample
 
 
+class RandomBatchTaskEncoder(VLTaskEncoder):
+    """Randomness in the batch hooks: `batch` shuffles the samples (`random`), `encode_batch` drops
+    a random tenth of the loss (torch), both `@stateless(restore_seeds=True)`."""
+
+    @stateless(restore_seeds=True)
+    def batch(self, samples: list) -> VLBatch:
+        samples = list(samples)
+        random.shuffle(samples)
+        return super().batch(samples)
+
+    @stateless(restore_seeds=True)
+    def encode_batch(self, batch: VLBatch) -> dict:
+        out = super().encode_batch(batch)
+        out["loss_mask"] = out["loss_mask"] * (torch.rand(out["loss_mask"].shape) >= 0.1).to(torch.float32)
+        out["noise"] = torch.from_numpy(np.random.standard_normal(4).astype(np.float32))
+        return out
+
+
 @stateless
 def cook_text(sample: dict) -> Any:
     payload = sample["json"]
@@ -483,6 +501,7 @@ CONFIGS = {
         Config("blend", _train(BlendTaskEncoder, nw=2, bs=4, sb=8, blend=True), 12, (0, 3, 8), 4),
         Config("skip_long", _train(FilteringTaskEncoder, nw=2, bs=3, sb=16), 10, (0, 3, 6), 4),
         Config("pre_post_packing", _train(PrePostPackingTaskEncoder, nw=2, bs=2, sb=16, packing_buffer_size=6), 10, (0, 2, 5), 4),
+        Config("random_batch", _train(RandomBatchTaskEncoder, nw=2, bs=4, sb=16), 10, (0, 3, 6), 4),
         Config("jsonl_text_packing", _train(TextPackingTaskEncoder, nw=1, bs=2, sb=8, sub="jsonl/data.jsonl", packing_buffer_size=8), 10, (0, 3, 6), 4),
     )
 }
