@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Loader throughput and peak memory from Python: energon_rs's get_loader against the reference's
-# (megatron-energon) on the same generated WebDataset, decoding images, with 2 workers.
+# (megatron-energon) on the same generated WebDataset, decoding images, with 2 workers: without a
+# Python hook, and with a Python `encode_sample` (the same function on both sides).
 #
 # Usage: scripts/bench-python.sh [REF_PYTHON]
 #   REF_PYTHON: a Python with megatron-energon and psutil installed
 #   (tests/fixtures/tools/setup_energon_ref.sh makes one); without it only energon_rs is measured.
 # Settings (environment): SHARDS (16), PER_SHARD (1000), IMG (128), SAMPLES (20000),
-# BATCH_SIZE (32), NUM_WORKERS (2), DECODE (torchrgb).
+# BATCH_SIZE (32), NUM_WORKERS (2), DECODE (torchrgb), HOOKS ("none encode_sample").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ref_python="${1:-}"
 shards="${SHARDS:-16}" per_shard="${PER_SHARD:-1000}" img="${IMG:-128}"
 samples="${SAMPLES:-20000}" batch_size="${BATCH_SIZE:-32}" num_workers="${NUM_WORKERS:-2}"
-decode="${DECODE:-torchrgb}"
+decode="${DECODE:-torchrgb}" hooks="${HOOKS:-none encode_sample}"
 tools=tests/fixtures/tools
 venv=target/py-bench-venv
 data="target/bench-data/wds-${shards}x${per_shard}-img${img}"
@@ -36,9 +37,12 @@ run() {
   grep -E "peak_tree" "target/bench-data/$name.err" || tail -5 "target/bench-data/$name.err"
 }
 common=(--num-workers "$num_workers" --batch-size "$batch_size" --decode "$decode" --samples "$samples")
-run energon_rs "$venv/bin/python" "$tools/peak_mem.py" -- \
-  "$venv/bin/python" crates/energon-py/benches/throughput.py "$data" "${common[@]}"
-if [ -n "$ref_python" ]; then
-  run reference "$ref_python" "$tools/peak_mem.py" -- \
-    "$ref_python" "$tools/ref_load.py" throughput "$data" "${common[@]}" --shuffle-buffer-size 0
-fi
+for hook in $hooks; do
+  run "energon_rs-hook-$hook" "$venv/bin/python" "$tools/peak_mem.py" -- \
+    "$venv/bin/python" crates/energon-py/benches/throughput.py "$data" "${common[@]}" --hook "$hook"
+  if [ -n "$ref_python" ]; then
+    run "reference-hook-$hook" "$ref_python" "$tools/peak_mem.py" -- \
+      "$ref_python" "$tools/ref_load.py" throughput "$data" "${common[@]}" --shuffle-buffer-size 0 \
+      --hook "$hook"
+  fi
+done

@@ -3,6 +3,10 @@ reference's `ref_load.py throughput` reports its own (one JSON line), for a side
 the same data (scripts/bench-python.sh runs both under a peak-memory sampler).
 
     python throughput.py DATASET --num-workers 2 --batch-size 32 --decode torchrgb --samples 20000
+
+`--hook encode_sample` adds a Python `encode_sample` (the same one `ref_load.py throughput
+--hook encode_sample` gives the reference): the caption tokenized into an int64 array and the
+image's mean, per sample.
 """
 
 from __future__ import annotations
@@ -11,7 +15,17 @@ import argparse
 import json
 import time
 
+import numpy as np
+
 import energon_rs
+
+
+def encode_caption(sample):
+    """The benchmark's Python hook: per sample, the caption's bytes as int64 tokens and the
+    image's mean (a light, typical amount of per-sample Python work)."""
+    sample.caption = np.frombuffer(sample.caption.encode("utf-8"), dtype=np.uint8).astype(np.int64)
+    sample.__dict__["image_mean"] = float(np.asarray(sample.image).mean())
+    return sample
 
 
 def main() -> int:
@@ -23,10 +37,14 @@ def main() -> int:
     ap.add_argument("--decode", default="torchrgb", help="image decoder, or none")
     ap.add_argument("--samples", type=int, default=20000)
     ap.add_argument("--torch", action="store_true", help="hand out torch tensors")
+    ap.add_argument("--hook", choices=["none", "encode_sample"], default="none", help="Python hook per sample")
     args = ap.parse_args()
 
     class Encoder(energon_rs.DefaultTaskEncoder):
         decoder = None if args.decode == "none" else energon_rs.SampleDecoder(image_decode=args.decode)
+
+    if args.hook == "encode_sample":
+        Encoder.encode_sample = lambda self, sample: encode_caption(sample)
 
     wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=args.num_workers)
     ds = energon_rs.get_train_dataset(
@@ -60,6 +78,7 @@ def main() -> int:
                 mode="throughput",
                 impl="energon_rs",
                 decode=args.decode,
+                hook=args.hook,
                 num_workers=args.num_workers,
                 batch_size=args.batch_size,
                 samples=n,
