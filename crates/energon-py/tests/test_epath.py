@@ -43,6 +43,10 @@ def test_glob_and_walk_follow_links(tmp_path):
     ]
 
 
-def test_remote_paths_are_refused():
+def test_remote_paths_are_refused_and_the_default_profile_is_local(tmp_path):
     with pytest.raises(UnsupportedPathError, match="s3://"):
         EPath("s3://bucket/data")
+    with pytest.raises(UnsupportedPathError, match="msc://"):
+        EPath("msc://s3/bucket/data")
+    assert EPath(f"msc://default{tmp_path}/a/../b") == EPath(tmp_path / "b")
+    assert str(EPath(f"msc://default{tmp_path}")) == str(tmp_path)

@@ -2,8 +2,9 @@
 
 An `EPath` is always absolute and normalized (`EPath("a/../b")` is `<cwd>/b`), compares and
 sorts by its string, and accepts anything `os.fspath` does. Writing to a file creates its
-folders. Remote paths (`msc://`, `s3://`, `dss://`, ...) are refused with
-`UnsupportedPathError`: energon_rs reads local datasets only.
+folders. `msc://default/PATH` is the local `/PATH`; remote paths (other `msc://` profiles,
+`s3://`, `dss://`, ...) are refused with `UnsupportedPathError`: energon_rs reads local datasets
+only.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ class EPath:
         text = os.fspath(path)
         if isinstance(text, bytes):
             text = os.fsdecode(text)
+        local = f"msc://{DEFAULT_PROFILE_NAME}/"
+        if text.startswith(local):
+            # The default storage profile is the local file system.
+            text = "/" + text[len(local):]
         if "://" in text:
             protocol = text.split("://", 1)[0]
             raise UnsupportedPathError(
