@@ -56,6 +56,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(prepare::prepare_jsonl, m)?)?;
     m.add_function(wrap_pyfunction!(prepare::prepare_metadataset, m)?)?;
     m.add_function(wrap_pyfunction!(prepare::prepare_media, m)?)?;
-    m.add_function(wrap_pyfunction!(prepare::dataset_subflavors, m)?)?;
+    m.add_function(wrap_pyfunction!(prepare::dataset_config, m)?)?;
     Ok(())
 }

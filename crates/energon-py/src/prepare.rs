@@ -44,13 +44,8 @@ pub(crate) fn prepare_dataset<'py>(
     if num_workers == 0 {
         return Err(config_error("num_workers must be at least 1"));
     }
-    let options = PrepareOptions::default()
-        .split(split)
-        .exclude(exclude)
-        .num_workers(num_workers)
-        .tar_index_only(tar_index_only)
-        .shuffle_tars(shuffle_tars)
-        .split_config(split_config);
+    let options =
+        PrepareOptions { split, exclude, num_workers, tar_index_only, shuffle_tars, split_config };
     let summary = py
         .detach(|| prepare::prepare_dataset(&path, &options, &|_| {}))
         .map_err(|e| to_py_err(&e))?;
@@ -117,20 +112,20 @@ pub(crate) fn prepare_media(
     Ok((summary.n_stored, summary.n_skipped))
 }
 
-/// The `subflavors` of the dataset config `dataset_config` (in `.nv-meta/`) of the prepared
-/// dataset at `path`, as a dict; `None` when it has none.
+/// The dataset config `dataset_config` (in `.nv-meta/`) of the prepared dataset at `path`,
+/// validated, as a dict of its keys (`sample_type`, `field_map` or `sample_loader` and
+/// `part_filter`, `subflavors`, ...).
 #[pyfunction]
 #[pyo3(signature = (path, dataset_config = "dataset.yaml".to_owned()))]
-pub(crate) fn dataset_subflavors<'py>(
+pub(crate) fn dataset_config<'py>(
     py: Python<'py>,
     path: PathBuf,
     dataset_config: String,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
+) -> PyResult<Bound<'py, PyAny>> {
     let file = path.join(energon_index::NV_META).join(&dataset_config);
     let config = py
         .detach(|| energon_index::dataset_config::read_dataset_config(&file))
         .map_err(|e| to_py_err(&e))?;
-    let Some(subflavors) = config.subflavors() else { return Ok(None) };
-    let text = serde_json::Value::Object(subflavors.clone()).to_string();
-    Ok(Some(py.import("json")?.call_method1("loads", (text,))?))
+    let text = config.to_value().to_string();
+    py.import("json")?.call_method1("loads", (text,))
 }

@@ -109,4 +109,5 @@ def test_listed_datasets_carry_their_dataset_yaml_subflavors(ref_small_copy, tmp
     )
     listed = energon_rs.load_dataset(mds).get_datasets(training=True, split_part="train")
     assert [d.dataset.subflavors for d in listed.datasets] == [{"origin": "yaml", "number": 2}, None]
-    assert energon_rs._native.dataset_subflavors(str(REF_SMALL)) is None
+    assert "subflavors" not in energon_rs._native.dataset_config(str(REF_SMALL))
+    assert energon_rs._native.dataset_config(str(ref_small_copy))["subflavors"] == {"origin": "yaml", "number": 1}

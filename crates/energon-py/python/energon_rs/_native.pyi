@@ -17,8 +17,8 @@ __all__ = [
     "_Loader",
     "_Reader",
     "__version__",
+    "dataset_config",
     "dataset_kind",
-    "dataset_subflavors",
     "prepare_dataset",
     "prepare_jsonl",
     "prepare_media",
@@ -135,7 +135,7 @@ class _FileStore:
     def media_table_missing(self) -> Optional[str]: ...
 
 def dataset_kind(path: str) -> str: ...
-def dataset_subflavors(path: str, dataset_config: str = ...) -> Optional[dict[str, Any]]: ...
+def dataset_config(path: str, dataset_config: str = ...) -> dict[str, Any]: ...
 def prepare_dataset(
     path: str,
     *,

@@ -180,7 +180,7 @@ def _dataset(
         raise TypeError(f"unexpected keyword arguments: {sorted(kwargs)}")
     if shuffle_over_epochs is None:
         shuffle_over_epochs = shuffle_over_epochs_multiplier if training else 1
-    hooks = _hooks(task_encoder, worker_config, torch)
+    hooks = _hooks(task_encoder, worker_config, torch, dataset_config)
     spec = _native._DatasetSpec(
         os.fspath(path),
         split_part=split_part,
@@ -732,7 +732,9 @@ def _with_config_subflavors(leaf: dict) -> Optional[dict]:
     subflavors = leaf["subflavors"]
     if leaf["kind"] != "webdataset":
         return subflavors
-    own = _native.dataset_subflavors(leaf["path"], leaf["dataset_config"] or "dataset.yaml")
+    own = _native.dataset_config(leaf["path"], leaf["dataset_config"] or "dataset.yaml").get(
+        "subflavors"
+    )
     if not own:
         return subflavors
     return {**own, **(subflavors or {})}

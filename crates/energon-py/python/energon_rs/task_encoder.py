@@ -501,8 +501,11 @@ def _set_restore_key(sample: Any, restore_key: tuple) -> Any:
     return sample
 
 
-def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> SimpleNamespace:
-    """The hooks object the native pipeline reads (see the crate's hooks module)."""
+def _hooks(
+    task_encoder: TaskEncoder, worker_config: Any, torch: bool, dataset_config: Optional[str] = None
+) -> SimpleNamespace:
+    """The hooks object the native pipeline reads (see the crate's hooks module);
+    `dataset_config` is the dataset's config file name (`dataset.yaml` when `None`)."""
 
     def hook(name: str) -> Optional[Callable[[Any], Any]]:
         if not _overridden(task_encoder, name):
@@ -523,7 +526,14 @@ def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> Simple
         subflavors: Optional[dict], aux: dict, primary_path: str, primary_jsonl: bool
     ) -> Optional[Callable[..., Any]]:
         """The cooking function of one crude dataset (chosen once, as the reference does when
-        it builds the dataset); `None` without cookers: crude samples stay as they are."""
+        it builds the dataset); `None` without cookers: crude samples stay as they are. A
+        dataset whose config has a Python `sample_loader` is cooked by it."""
+        if not primary_jsonl:
+            from .sample_loader import sample_loader_of
+
+            loader = sample_loader_of(primary_path, dataset_config)
+            if loader is not None:
+                return _guard(loader, worker_config, DEFAULT_FAILURE_TOLERANCE)
         if not task_encoder.cookers:
             return None
         for c in task_encoder.cookers:

@@ -130,6 +130,11 @@ def get_dataset_from_config(
     if sample_type is not None:
         built = factory.build()
         name = built.sample_type
+        if name == "CrudeSample" and _native.dataset_kind(path) == "webdataset":
+            # A Python sample_loader makes the configured type from the crude samples.
+            config = _native.dataset_config(path, dataset_config)
+            if "sample_loader" in config:
+                name = config["sample_type"]["__class__"]
         if name is not None and name != sample_type.__name__ and not any(
             base.__name__ == name for base in sample_type.__mro__
         ) and not _is_subclass_named(name, sample_type):
