@@ -389,6 +389,12 @@ class RandomBatchTaskEncoder(VLTaskEncoder):
         return out
 
 
+class DefaultBatchingTaskEncoder(DefaultTaskEncoder):
+    """No hooks at all: the default batching of the sample type, images as float CHW tensors."""
+
+    decoder = SampleDecoder(image_decode="torchrgb")
+
+
 @stateless
 def cook_text(sample: dict) -> Any:
     payload = sample["json"]
@@ -502,6 +508,7 @@ CONFIGS = {
         Config("skip_long", _train(FilteringTaskEncoder, nw=2, bs=3, sb=16), 10, (0, 3, 6), 4),
         Config("pre_post_packing", _train(PrePostPackingTaskEncoder, nw=2, bs=2, sb=16, packing_buffer_size=6), 10, (0, 2, 5), 4),
         Config("random_batch", _train(RandomBatchTaskEncoder, nw=2, bs=4, sb=16), 10, (0, 3, 6), 4),
+        Config("default_batching", _train(DefaultBatchingTaskEncoder, nw=2, bs=4, sb=16), 8, (0, 3, 5), 3),
         Config("jsonl_text_packing", _train(TextPackingTaskEncoder, nw=1, bs=2, sb=8, sub="jsonl/data.jsonl", packing_buffer_size=8), 10, (0, 3, 6), 4),
     )
 }
@@ -532,17 +539,21 @@ def digest(arr: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()[:24]
 
 
+#: Fields left out of the canonical form: restore keys (their form is the loader's own) and
+#: sources (they name the dataset's absolute path).
+_NOT_CANON = ("__restore_key__", "__sources__")
+
+
 def canon(value: Any) -> Any:
     """A JSON form of a batch: tensors (torch or numpy) as dtype, shape and digest; dicts and
-    dataclasses by field (restore keys left out: their form is the loader's own); sequences as
-    lists."""
+    dataclasses by field (without `_NOT_CANON`); sequences as lists."""
     if isinstance(value, torch.Tensor):
         arr = value.detach().cpu().contiguous().numpy()
         return {"dtype": str(arr.dtype), "shape": list(arr.shape), "sha256": digest(arr)}
     if isinstance(value, np.ndarray):
         return {"dtype": str(value.dtype), "shape": list(value.shape), "sha256": digest(value)}
     if isinstance(value, dict):
-        return {str(k): canon(v) for k, v in sorted(value.items()) if k != "__restore_key__"}
+        return {str(k): canon(v) for k, v in sorted(value.items()) if k not in _NOT_CANON}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {"__class__": type(value).__name__, **canon({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})}
     if isinstance(value, (list, tuple)):

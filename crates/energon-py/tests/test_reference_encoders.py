@@ -24,7 +24,7 @@ RECORDED = EXPECTED / "encoders"
 NAMES = sorted(p.stem for p in RECORDED.glob("*.json") if p.stem != "decoded_pixels")
 #: The fields computed from decoded pixels (every other field depends only on keys, text and the
 #: random draws).
-PIXEL_FIELDS = ("imgs",)
+PIXEL_FIELDS = ("imgs", "image")
 
 
 @pytest.fixture(scope="module")
