@@ -54,3 +54,34 @@ def test_prepare_of_a_jsonl_file_reports_its_samples(runner, tmp_path):
     assert res.exit_code == 0, res.output
     assert res.stdout.splitlines() == [f"Found 7 samples in the JSONL dataset {path}", "Done"]
     assert path.with_suffix(".jsonl.idx").is_file()
+
+
+def test_redist_of_torch_saved_loader_states(runner, tmp_path):
+    torch = pytest.importorskip("torch")
+    import energon_rs
+    from energon_rs.cli import command_redist
+
+    def dataset(rank, world_size):
+        wc = energon_rs.WorkerConfig(rank=rank, world_size=world_size, num_workers=2 // world_size)
+        return energon_rs.get_train_dataset(REF_SMALL, worker_config=wc, batch_size=2,
+                                            shuffle_buffer_size=4, max_samples_per_sequence=2)
+
+    loader = energon_rs.get_savable_loader(dataset(0, 1))
+    for _ in zip(range(4), loader):
+        pass
+    saved = tmp_path / "state_rank0.pt"
+    torch.save(loader.save_state_rank(), saved)
+    following = [b.__key__ for _, b in zip(range(4), loader)]
+    out = tmp_path / "out"
+    res = runner.invoke(command_redist, ["--new-world-size", "2", str(saved), str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == ["state_rank0.pt", "state_rank1.pt"]
+    keys = []
+    for rank in range(2):
+        state = torch.load(out / f"state_rank{rank}.pt", weights_only=True)
+        assert state["rank"] == rank
+        restored = energon_rs.get_savable_loader(dataset(rank, 2))
+        restored.restore_state_rank(state)
+        keys.append([b.__key__ for _, b in zip(range(2), restored)])
+    # Each new rank continues one of the old workers: together they give the same batches.
+    assert sorted(map(tuple, keys[0] + keys[1])) == sorted(map(tuple, following))

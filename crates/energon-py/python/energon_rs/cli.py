@@ -81,9 +81,64 @@ preview_command = _forwarding("preview", ["preview"], "Shows samples (energon pr
 checkpoint_command = _forwarding(
     "checkpoint", ["checkpoint"], "Inspects and redistributes checkpoints (energon checkpoint)."
 )
-command_redist = _forwarding(
-    "redist", ["checkpoint", "redist"], "Redistributes a checkpoint (energon checkpoint redist)."
+
+
+@click.command(
+    name="redist",
+    context_settings={"ignore_unknown_options": True, "help_option_names": []},
 )
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def command_redist(args: tuple[str, ...]) -> None:
+    """Redistributes checkpoints over another number of ranks (energon checkpoint redist).
+    Inputs may also be loader states saved with `torch.save(loader.save_state_rank(), ...)`:
+    their checkpoint bytes are redistributed, and the outputs are saved the same way."""
+    paths = [a for a in args if not a.startswith("-") and not _is_option_value(args, a)]
+    if len(paths) < 2 or not any(_is_torch_file(p) for p in paths[:-1]):
+        _run(["checkpoint", "redist"], args)
+        return
+    import tempfile
+
+    import torch
+
+    inputs, output = paths[:-1], paths[-1]
+    with tempfile.TemporaryDirectory() as tmp:
+        replaced = {}
+        for i, path in enumerate(inputs):
+            if _is_torch_file(path):
+                state = torch.load(path, weights_only=True)
+                if not isinstance(state, dict) or "checkpoint" not in state:
+                    raise click.ClickException(f"{path} is not a saved energon_rs loader state")
+                raw = os.path.join(tmp, "in", str(i), os.path.basename(path))
+                os.makedirs(os.path.dirname(raw))
+                with open(raw, "wb") as f:
+                    f.write(state["checkpoint"])
+                replaced[path] = (raw, state)
+        out_dir = os.path.join(tmp, "out")
+        rewritten = [replaced[a][0] if a in replaced else (out_dir if a == output else a) for a in args]
+        _run(["checkpoint", "redist"], tuple(rewritten))
+        template = next(iter(replaced.values()))[1]
+        os.makedirs(output, exist_ok=True)
+        for rank, name in enumerate(sorted(os.listdir(out_dir), key=_natural)):
+            with open(os.path.join(out_dir, name), "rb") as f:
+                checkpoint = f.read()
+            torch.save({**template, "rank": rank, "checkpoint": checkpoint}, os.path.join(output, name))
+
+
+def _is_option_value(args: tuple[str, ...], arg: str) -> bool:
+    i = args.index(arg)
+    return i > 0 and args[i - 1] == "--new-world-size"
+
+
+def _is_torch_file(path: str) -> bool:
+    import zipfile
+
+    return os.path.isfile(path) and zipfile.is_zipfile(path)
+
+
+def _natural(name: str) -> list:
+    import re
+
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 @click.command(name="analyze-debug")
