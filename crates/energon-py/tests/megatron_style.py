@@ -389,6 +389,12 @@ class RandomBatchTaskEncoder(VLTaskEncoder):
         return out
 
 
+class PilTaskEncoder(VLTaskEncoder):
+    """Images decoded to PIL images (`pil`), as vision-language training scripts often ask."""
+
+    decoder = SampleDecoder(image_decode="pil")
+
+
 class DefaultBatchingTaskEncoder(DefaultTaskEncoder):
     """No hooks at all: the default batching of the sample type, images as float CHW tensors."""
 
@@ -508,6 +514,7 @@ CONFIGS = {
         Config("skip_long", _train(FilteringTaskEncoder, nw=2, bs=3, sb=16), 10, (0, 3, 6), 4),
         Config("pre_post_packing", _train(PrePostPackingTaskEncoder, nw=2, bs=2, sb=16, packing_buffer_size=6), 10, (0, 2, 5), 4),
         Config("random_batch", _train(RandomBatchTaskEncoder, nw=2, bs=4, sb=16), 10, (0, 3, 6), 4),
+        Config("caption_tiles_pil", _train(PilTaskEncoder, nw=2, bs=4, sb=16), 6, (0, 3), 3),
         Config("default_batching", _train(DefaultBatchingTaskEncoder, nw=2, bs=4, sb=16), 8, (0, 3, 5), 3),
         Config("jsonl_text_packing", _train(TextPackingTaskEncoder, nw=1, bs=2, sb=8, sub="jsonl/data.jsonl", packing_buffer_size=8), 10, (0, 3, 6), 4),
     )
