@@ -49,6 +49,7 @@ from megatron.energon import (
     get_savable_loader,
     get_train_dataset,
     get_val_dataset,
+    get_val_datasets,
     stateless,
 )
 
@@ -499,6 +500,24 @@ def _val_limit(*, nw: int, bs: int, limit: int) -> Callable[[Path], Any]:
     return build
 
 
+def _val_blend(*, nw: int, bs: int, limit: int, leaf: Optional[int]) -> Callable[[Path], Any]:
+    """Validation over the blend's metadataset as training scripts do it: `get_val_datasets`
+    (one dataset of it, `leaf`) or `get_val_dataset` (all, one after the other), repeated and
+    limited."""
+
+    def build(root: Path) -> Any:
+        wc = WorkerConfig(rank=0, world_size=1, num_workers=nw)
+        path = str(blend_yaml(root))
+        if leaf is None:
+            ds = get_val_dataset(path, split_part="train", worker_config=wc, batch_size=bs, task_encoder=BlendTaskEncoder())
+        else:
+            ds, _ = get_val_datasets(path, split_part="train", worker_config=wc, batch_size=bs, task_encoder=BlendTaskEncoder())[leaf]
+        ds = LimitDataset(RepeatDataset(ds, worker_config=wc), length=limit, worker_config=wc, reset_after_epoch=True)
+        return get_savable_loader(ds)
+
+    return build
+
+
 CONFIGS = {
     c.name: c
     for c in (
@@ -515,6 +534,8 @@ CONFIGS = {
         Config("pre_post_packing", _train(PrePostPackingTaskEncoder, nw=2, bs=2, sb=16, packing_buffer_size=6), 10, (0, 2, 5), 4),
         Config("random_batch", _train(RandomBatchTaskEncoder, nw=2, bs=4, sb=16), 10, (0, 3, 6), 4),
         Config("caption_tiles_pil", _train(PilTaskEncoder, nw=2, bs=4, sb=16), 6, (0, 3), 3),
+        Config("val_blend", _val_blend(nw=2, bs=16, limit=16, leaf=None), 20, (0, 7, 14), 4),
+        Config("val_blend_jsonl", _val_blend(nw=2, bs=4, limit=5, leaf=1), 12, (0, 3, 7), 4),
         Config("default_batching", _train(DefaultBatchingTaskEncoder, nw=2, bs=4, sb=16), 8, (0, 3, 5), 3),
         Config("jsonl_text_packing", _train(TextPackingTaskEncoder, nw=1, bs=2, sb=8, sub="jsonl/data.jsonl", packing_buffer_size=8), 10, (0, 3, 6), 4),
     )

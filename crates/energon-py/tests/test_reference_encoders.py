@@ -72,8 +72,8 @@ def pixels_only(value):
 
 
 def jpeg_like_pillow() -> bool:
-    """Whether energon_rs decodes the fixture's JPEGs to Pillow's pixels (only when built with
-    libjpeg-turbo, see docs/compat.md); the pixel fields are compared separately."""
+    """Whether energon_rs decodes the fixture's JPEGs to Pillow's pixels (docs/compat.md says
+    which builds do); the pixel fields are compared separately."""
     if "jpeg" not in _RUNS:
         style = importlib.import_module("megatron_style")
         expected = json.loads((RECORDED / "decoded_pixels.json").read_text())
@@ -135,7 +135,7 @@ def test_batches_match_the_reference(style, name):
 @pytest.mark.parametrize("name", [_mark(n, RUN_XFAIL) for n in NAMES])
 def test_pixels_match_the_reference(style, name):
     if not jpeg_like_pillow():
-        pytest.xfail("JPEGs decode with zune-jpeg, a few levels off Pillow (docs/compat.md); build with the turbojpeg feature")
+        pytest.xfail("this build decodes the fixture's JPEGs to pixels other than Pillow's (see docs/compat.md)")
     got = pixels_only(run_of(style, name)["items"])
     want = pixels_only(recorded(name)["items"])
     assert got == want, first_difference(got, want)

@@ -349,11 +349,11 @@ def RepeatDataset(  # noqa: N802 (the reference's class name)
     dataset: Dataset, repeats: Optional[float] = None, *, worker_config: Any = None, **kwargs: Any
 ) -> Dataset:
     """The dataset repeated forever, as the reference's `RepeatDataset` around a pipeline (a
-    validation dataset then never ends a pass unless a `LimitDataset` cuts it)."""
+    validation dataset then never ends a pass unless a `LimitDataset` cuts it); a validation
+    metadataset (or one dataset of it, from `get_val_datasets`) repeats its datasets one after
+    the other."""
     if repeats is not None:
         raise NotImplementedError("RepeatDataset with a number of repeats is not supported by energon_rs yet")
-    if dataset.is_metadataset and not dataset._config["training"]:
-        raise NotImplementedError("RepeatDataset around a validation metadataset is not supported by energon_rs yet")
     return dataset._with(repeat=True)
 
 
