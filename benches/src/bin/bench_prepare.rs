@@ -39,11 +39,9 @@ fn main() -> anyhow::Result<()> {
         ..WdsSpec::default()
     };
     energon_bench::ensure_dataset(&args.dir, &spec)?;
-    let options = PrepareOptions {
-        split: SplitChoice::Ratio([8.0, 1.0, 1.0]),
-        num_workers: args.num_workers,
-        ..PrepareOptions::default()
-    };
+    let options = PrepareOptions::default()
+        .split(SplitChoice::Ratio([8.0, 1.0, 1.0]))
+        .num_workers(args.num_workers);
     let mut best = f64::INFINITY;
     let mut n_samples = 0;
     let reset = energon_bench::reset_peak_rss();

@@ -135,14 +135,12 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let split = split_choice(&args, interactive)?;
-    let options = PrepareOptions {
-        split,
-        exclude: args.exclude.clone(),
-        num_workers: args.num_workers,
-        tar_index_only: args.tar_index_only,
-        shuffle_tars: args.shuffle_tars,
-        ..PrepareOptions::default()
-    };
+    let options = PrepareOptions::default()
+        .split(split)
+        .exclude(args.exclude.clone())
+        .num_workers(args.num_workers)
+        .tar_index_only(args.tar_index_only)
+        .shuffle_tars(args.shuffle_tars);
     let show_progress = !args.no_progress;
     let bar = Mutex::new(None::<ProgressBar>);
     let samples_done = AtomicU64::new(0);

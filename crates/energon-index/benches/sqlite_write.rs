@@ -4,10 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use energon_index::{
-    shard::{PartEntry, SampleEntry, ShardScan},
-    sqlite::SqliteIndexWriter,
-};
+use energon_index::{PartEntry, SampleEntry, ShardScan, SqliteIndexWriter};
 
 const N_SHARDS: usize = 200;
 const SAMPLES_PER_SHARD: usize = 500;

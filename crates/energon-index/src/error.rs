@@ -138,6 +138,7 @@ pub enum Error {
         second: String,
     },
     /// A SQLite operation failed.
+    #[cfg(feature = "sqlite")]
     #[error("sqlite error on {path}")]
     Sqlite {
         /// The database file.
@@ -212,6 +213,7 @@ impl Error {
     }
 
     /// Wraps a SQLite error with the database path.
+    #[cfg(feature = "sqlite")]
     pub fn sqlite(path: impl Into<PathBuf>, source: rusqlite::Error) -> Self {
         Error::Sqlite { path: path.into(), source }
     }

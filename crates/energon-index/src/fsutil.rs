@@ -1,4 +1,4 @@
-//! Small file-system helpers: atomic writes and permission copying.
+//! Small file-system helpers: atomic writes, and the staged writes and lock of `prepare`.
 //!
 //! Every file this crate writes goes through [`AtomicFile`] (or [`atomic_write`]): the bytes go
 //! to a temporary file next to the destination (`<name>.tmp`, as Energon names its temporaries),
@@ -18,15 +18,23 @@ use std::{
 
 use crate::{Error, Result};
 
+#[cfg(feature = "prepare")]
 mod lock;
+#[cfg(feature = "prepare")]
 mod staged;
 
-pub use lock::{PREPARE_LOCK, PrepareLock};
-pub use staged::{Staged, is_tmp_name_of, process_tmp_path, remove_stale_tmp_files, write_synced};
+#[cfg(all(test, feature = "prepare"))]
+pub(crate) use lock::PREPARE_LOCK;
+#[cfg(feature = "prepare")]
+pub use lock::PrepareLock;
+#[cfg(all(test, feature = "prepare"))]
+pub(crate) use staged::process_tmp_path;
+#[cfg(feature = "prepare")]
+pub(crate) use staged::{Staged, remove_stale_tmp_files, write_synced};
 
 /// The temporary name used while writing `path`: `path` with `.tmp` appended
 /// (`x.tar.idx` → `x.tar.idx.tmp`, as megatron-energon names it).
-pub fn tmp_path(path: &Path) -> PathBuf {
+pub(crate) fn tmp_path(path: &Path) -> PathBuf {
     let mut name = OsString::from(path.as_os_str());
     name.push(".tmp");
     PathBuf::from(name)
@@ -37,7 +45,7 @@ pub fn tmp_path(path: &Path) -> PathBuf {
 ///
 /// Returns `None` where the reference cannot be inspected or the platform has no Unix modes;
 /// callers then keep the default mode of a newly created file.
-pub fn mode_like(reference: &Path) -> Option<u32> {
+pub(crate) fn mode_like(reference: &Path) -> Option<u32> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -50,24 +58,13 @@ pub fn mode_like(reference: &Path) -> Option<u32> {
     }
 }
 
-/// Gives `target` the permission bits of `reference` plus owner read and write, as
-/// megatron-energon does for the index files it writes next to shards.
-///
-/// Failures are ignored (logged at debug level), as the reference does: a file system that
-/// refuses `chmod` must not fail a prepare run.
-pub fn copy_permissions_or_user_rw(reference: &Path, target: &Path) {
-    if let Some(mode) = mode_like(reference) {
-        set_mode(target, mode);
-    }
-}
-
 /// Writes `bytes` to `path` atomically (temporary file in the same folder, sync, rename).
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     atomic_write_with_mode(path, bytes, None)
 }
 
 /// Like [`atomic_write`], and gives the new file the Unix permission bits `mode` when set.
-pub fn atomic_write_with_mode(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<()> {
+pub(crate) fn atomic_write_with_mode(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<()> {
     let mut file = AtomicFile::create_with_mode(path, mode)?;
     file.write_all(bytes).map_err(|e| Error::io("cannot write", file.tmp_path(), e))?;
     file.commit()
@@ -119,7 +116,8 @@ impl AtomicFile {
     /// Flushes and syncs the temporary file, applies the mode, and renames it over the
     /// destination; on failure the temporary file is removed.
     pub fn commit(mut self) -> Result<()> {
-        let writer = self.writer.take().expect("an AtomicFile is committed at most once");
+        // `commit` consumes `self`, so the writer is always there.
+        let Some(writer) = self.writer.take() else { return Ok(()) };
         let res = self.finish(writer);
         if res.is_err() {
             let _ = fs::remove_file(&self.tmp_path);
@@ -195,7 +193,7 @@ pub(crate) fn parent_dir(path: &Path) -> PathBuf {
 /// Makes renames inside `dir` durable: syncs the folder. Best effort, since some file systems
 /// refuse to sync a folder (the failure is logged at debug level); the files themselves were
 /// synced before they were renamed.
-pub fn sync_dir(dir: &Path) {
+pub(crate) fn sync_dir(dir: &Path) {
     #[cfg(unix)]
     {
         match File::open(dir).and_then(|d| d.sync_all()) {
@@ -272,11 +270,6 @@ mod tests {
         atomic_write_with_mode(&path, b"x", mode_like(&shard)).unwrap();
         assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o7777, 0o640);
 
-        let other = dir.path().join("other");
-        fs::write(&other, b"").unwrap();
-        fs::set_permissions(&other, fs::Permissions::from_mode(0o400)).unwrap();
-        copy_permissions_or_user_rw(&shard, &other);
-        assert_eq!(fs::metadata(&other).unwrap().permissions().mode() & 0o7777, 0o640);
         assert_eq!(mode_like(&dir.path().join("missing")), None);
     }
 }

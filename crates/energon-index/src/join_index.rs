@@ -18,6 +18,7 @@
 //! (`nonmatch: none`). The row count is `(file size - 16) / (n_columns * 24)`.
 
 #[cfg(test)]
+#[cfg(feature = "prepare")]
 mod tests;
 
 use std::{

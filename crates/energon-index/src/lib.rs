@@ -1,39 +1,107 @@
 //! Energon on-disk formats and dataset preparation.
 //!
 //! Every file that Energon keeps about a dataset is read and written here, byte-compatible with
-//! megatron-energon 7.4:
+//! megatron-energon 7.4, for any tool that needs them (the loader, a converter, a checker):
 //!
-//! - [`tar_scan`]: walks the headers of a tar shard and groups members into samples.
-//! - [`tar_idx`]: the `<shard>.tar.idx` offset index next to each shard.
-//! - [`jsonl_idx`]: the `<file>.jsonl.idx` offset index of a JSONL dataset.
-//! - [`join_index`]: metadataset join indexes (`join_index_<sha256>.bin`) and the join that
-//!   builds them.
-//! - [`info`]: `.nv-meta/.info.json` (and the legacy `.info.yaml`).
-//! - [`split`]: `.nv-meta/split.yaml` / `split.json`, brace expansion and collapse.
-//! - [`dataset_config`]: the `.nv-meta/dataset.yaml` file.
-//! - [`sqlite`]: `.nv-meta/index.sqlite` and `.nv-meta/index.uuid`.
-//! - [`media`]: the media metadata tables of `index.sqlite` (`prepare-media`).
-//! - [`prepare`]: the `energon prepare` pipeline that produces all of the above.
+//! - [`tar_scan`]: walks the headers of a tar shard and groups members into samples
+//!   ([`ShardScan`]).
+//! - [`tar_idx`]: the `<shard>.tar.idx` offset index next to each shard ([`TarIndex`]).
+//! - [`jsonl_idx`]: the `<file>.jsonl.idx` offset index of a JSONL dataset ([`JsonlIndex`]).
+//! - [`info`]: `.nv-meta/.info.json` (and the legacy `.info.yaml`) ([`DatasetInfo`]).
+//! - [`split`]: `.nv-meta/split.yaml` / `split.json`, brace expansion and collapse
+//!   ([`SplitConfig`]).
+//! - [`dataset_config`]: the `.nv-meta/dataset.yaml` file ([`DatasetConfig`]).
+//! - [`discover`]: what a path is ([`classify`]) and which shards a folder has.
+//! - [`yaml`]: the YAML dialect of these files (the reference's scalar casting and layout).
+//! - [`sqlite`] (feature `sqlite`): `.nv-meta/index.sqlite` ([`SqliteIndex`],
+//!   [`SqliteIndexWriter`]) and `.nv-meta/index.uuid`.
+//! - [`media`] (feature `sqlite`): the media metadata tables of `index.sqlite`.
+//! - [`join_index`] (feature `sqlite`): metadataset join indexes (`join_index_<sha256>.bin`,
+//!   [`JoinIndex`]) and the join that builds them.
+//! - [`prepare`] (feature `prepare`): the `energon prepare` pipeline that produces all of the
+//!   above ([`prepare_dataset`]).
+//!
+//! # Features
+//!
+//! `prepare` (default) implies `sqlite`, which links a bundled SQLite. A reader of shards and
+//! their offset indexes needs neither: `default-features = false`.
+//!
+//! # Example
+//!
+//! Reading what megatron-energon's prepare wrote, and preparing the same shards again:
+//!
+//! ```
+//! use energon_index::{TarIndex, read_dataset_info, read_dataset_split, tar_idx_path};
+//!
+//! // 4 shards of 50 samples, all in `train`.
+//! let root = energon_fixtures::ref_small_dir();
+//! let info = read_dataset_info(&root)?;
+//! assert_eq!(info.n_samples(), 200);
+//! let (_, split) = read_dataset_split(&root, None)?;
+//! assert_eq!(split.split_parts[0].0, "train");
+//! let first = info.shard_names().next().unwrap();
+//! let index = TarIndex::open(&tar_idx_path(&root.join(first)))?;
+//! assert_eq!(index.len(), 50);
+//!
+//! // A copy of the shards, prepared here: the same offsets.
+//! # #[cfg(feature = "prepare")] {
+//! use energon_index::{PrepareOptions, prepare_dataset};
+//!
+//! let dir = tempfile::tempdir()?;
+//! std::fs::create_dir(dir.path().join("shards"))?;
+//! for shard in info.shard_names() {
+//!     std::fs::copy(root.join(shard), dir.path().join(shard))?;
+//! }
+//! let summary = prepare_dataset(dir.path(), &PrepareOptions::default(), &|_| {})?;
+//! assert_eq!(summary.n_samples(), 200);
+//! let copy = TarIndex::open(&tar_idx_path(&dir.path().join(first)))?;
+//! assert_eq!(copy.offsets(), index.offsets());
+//! # }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(missing_docs)]
 
 pub mod dataset_config;
 pub mod discover;
 mod error;
-pub mod fsutil;
+mod fsutil;
 pub mod info;
+#[cfg(feature = "sqlite")]
 pub mod join_index;
 pub mod jsonl_idx;
+#[cfg(feature = "sqlite")]
 pub mod media;
+#[cfg(feature = "prepare")]
 pub mod prepare;
-pub mod shard;
+mod shard;
 pub mod split;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod tar_idx;
 pub mod tar_scan;
 #[cfg(test)]
+#[cfg(feature = "prepare")]
 mod testutil;
 pub mod yaml;
 
+pub use crate::{
+    dataset_config::{DatasetConfig, read_dataset_config},
+    discover::{DatasetKind, classify},
+    fsutil::{AtomicFile, atomic_write},
+    info::{DatasetInfo, read_dataset_info},
+    jsonl_idx::{JsonlIndex, jsonl_idx_path},
+    shard::{PartEntry, SampleEntry, ShardScan},
+    split::{SplitConfig, read_dataset_split},
+    tar_idx::{TarIndex, tar_idx_path, write_tar_idx},
+    tar_scan::scan_shard,
+};
+#[cfg(feature = "prepare")]
+pub use crate::{
+    fsutil::PrepareLock,
+    prepare::{PrepareOptions, PrepareSummary, SplitChoice, prepare_dataset},
+};
+#[cfg(feature = "sqlite")]
+pub use crate::{join_index::JoinIndex, sqlite::SqliteIndex, sqlite::SqliteIndexWriter};
 pub use error::{Error, Result};
 
 /// Name of the metadata folder inside a prepared dataset.

@@ -1,7 +1,7 @@
 //! The `prepare` pipeline: index every shard of a WebDataset and write `.nv-meta/`.
 //!
-//! Shards are scanned in parallel (a rayon pool of `num_workers` threads); the scans stream through a
-//! bounded channel to one SQLite writer, so memory stays flat whatever the dataset size.
+//! Shards are scanned in parallel (`num_workers` threads taking shards in order); the scans stream
+//! through a bounded channel to one SQLite writer, so memory stays flat whatever the dataset size.
 //!
 //! A prepare holds the dataset's [`fsutil::PrepareLock`], writes and syncs every output under a
 //! temporary name unique to the process, and only then renames them into place in a fixed order
@@ -24,6 +24,7 @@ use crate::{
 
 /// How shards are assigned to split parts.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum SplitChoice {
     /// `--split-parts NAME:REGEX` pairs, in the order given.
     Parts(Vec<(String, String)>),
@@ -32,7 +33,20 @@ pub enum SplitChoice {
 }
 
 /// Options of [`prepare_dataset`], mirroring `energon prepare`'s flags.
+///
+/// Made from [`PrepareOptions::default`] and its setters (or by setting the fields), so that
+/// options added later do not break callers:
+///
+/// ```
+/// use energon_index::prepare::{PrepareOptions, SplitChoice};
+///
+/// let options = PrepareOptions::default()
+///     .split(SplitChoice::Ratio([8.0, 1.0, 1.0]))
+///     .num_workers(4);
+/// assert_eq!(options.num_workers, 4);
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct PrepareOptions {
     /// How to split the shards (ignored with `tar_index_only`).
     pub split: SplitChoice,
@@ -59,6 +73,45 @@ impl Default for PrepareOptions {
             shuffle_tars: false,
             split_config: SPLIT_YAML.to_owned(),
         }
+    }
+}
+
+impl PrepareOptions {
+    /// How to split the shards.
+    pub fn split(mut self, split: SplitChoice) -> Self {
+        self.split = split;
+        self
+    }
+
+    /// Drops shards whose relative path matches `exclude` anywhere.
+    pub fn exclude(mut self, exclude: Option<String>) -> Self {
+        self.exclude = exclude;
+        self
+    }
+
+    /// Parallel shard scanners (default 16).
+    pub fn num_workers(mut self, num_workers: usize) -> Self {
+        self.num_workers = num_workers;
+        self
+    }
+
+    /// Only rebuild `.tar.idx`, `index.sqlite` and `index.uuid` for the shards listed in the
+    /// existing info file.
+    pub fn tar_index_only(mut self, tar_index_only: bool) -> Self {
+        self.tar_index_only = tar_index_only;
+        self
+    }
+
+    /// Shuffle the shards (Python `random.Random(42)`) before a ratio split.
+    pub fn shuffle_tars(mut self, shuffle_tars: bool) -> Self {
+        self.shuffle_tars = shuffle_tars;
+        self
+    }
+
+    /// The name of the split file inside `.nv-meta/` (default `split.yaml`).
+    pub fn split_config(mut self, split_config: impl Into<String>) -> Self {
+        self.split_config = split_config.into();
+        self
     }
 }
 

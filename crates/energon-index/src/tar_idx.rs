@@ -86,7 +86,8 @@ impl TarIndex {
 
     /// The end offset (the last entry): where the last sample ends.
     pub fn end_offset(&self) -> u64 {
-        *self.offsets.last().expect("validated: at least one entry")
+        // Validated on construction: there is at least one entry.
+        self.offsets.last().copied().unwrap_or(0)
     }
 
     /// The byte range `[start, end)` of sample `i` in the shard, or `None` past the end.

@@ -130,9 +130,11 @@ struct ShardLookup {
 pub struct JoinedSample {
     /// The row of the join index.
     pub row: u64,
-    /// One sample per joined dataset; `None` for a dataset without a sample for this key
-    /// (`nonmatch: none`). The primary's is always there.
-    pub samples: Vec<Option<RawSample>>,
+    /// The primary dataset's sample.
+    primary: RawSample,
+    /// One sample per later joined dataset; `None` for a dataset without a sample for this key
+    /// (`nonmatch: none`).
+    others: Vec<Option<RawSample>>,
     /// The names of the joined datasets when the join is a mapping.
     pub names: Arc<[Option<String>]>,
 }
@@ -140,7 +142,13 @@ pub struct JoinedSample {
 impl JoinedSample {
     /// The primary sample.
     pub fn primary(&self) -> &RawSample {
-        self.samples[0].as_ref().expect("a joined sample always has its primary")
+        &self.primary
+    }
+
+    /// One sample per joined dataset, the primary first; `None` for a dataset without a sample
+    /// for this key.
+    pub fn samples(&self) -> impl Iterator<Item = Option<&RawSample>> {
+        std::iter::once(Some(&self.primary)).chain(self.others.iter().map(Option::as_ref))
     }
 
     /// The key (the primary's; every joined sample has this key).
@@ -154,7 +162,7 @@ impl JoinedSample {
     /// field map can then build a typed sample from parts of several datasets.
     pub fn merged(&self) -> RawSample {
         let mut res = self.primary().clone();
-        for sample in self.samples.iter().skip(1).flatten() {
+        for sample in self.others.iter().flatten() {
             for part in &sample.parts {
                 match res.parts.iter_mut().find(|p| p.name == part.name) {
                     Some(existing) => *existing = part.clone(),
@@ -251,6 +259,12 @@ impl JoinedDataset {
         let mut samples = Vec::with_capacity(self.columns.len());
         for (column, data) in self.columns.iter().enumerate() {
             let Some(entry) = self.index.entry(row, column)? else {
+                if column == 0 {
+                    return Err(Error::JoinIndex {
+                        path: self.index.path().to_owned(),
+                        reason: format!("row {row} has no sample of the primary dataset"),
+                    });
+                }
                 samples.push(None);
                 continue;
             };
@@ -288,12 +302,12 @@ impl JoinedDataset {
                     lookup.idx_path.display()
                 )));
             }
-            let sample = data.dataset.read(lookup.start + local as u64)?;
-            if column == 0 && sample.is_none() {
-                return Ok(None);
-            }
-            samples.push(sample);
+            samples.push(data.dataset.read(lookup.start + local as u64)?);
         }
-        Ok(Some(JoinedSample { row, samples, names: Arc::clone(&self.names) }))
+        let mut samples = samples.into_iter();
+        // An excluded primary sample excludes the row.
+        let Some(Some(primary)) = samples.next() else { return Ok(None) };
+        let others = samples.collect();
+        Ok(Some(JoinedSample { row, primary, others, names: Arc::clone(&self.names) }))
     }
 }

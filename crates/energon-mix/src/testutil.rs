@@ -31,7 +31,7 @@ pub(crate) fn text_dataset(dir: &Path, keys: impl IntoIterator<Item = u64>, per_
         )
         .unwrap();
     }
-    let options = PrepareOptions { num_workers: 1, ..PrepareOptions::default() };
+    let options = PrepareOptions::default().num_workers(1);
     prepare_dataset(dir, &options, &|_| {}).unwrap();
     fs::write(
         dir.join(".nv-meta/dataset.yaml"),

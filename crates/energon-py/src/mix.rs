@@ -232,8 +232,8 @@ impl LeafLoad {
         joiner: &Py<PyAny>,
         joined: &JoinedSample,
     ) -> energon_cook::Result<Option<Item>> {
-        let mut samples = Vec::with_capacity(joined.samples.len());
-        for ((reader, subflavors), raw) in readers.iter().zip(&joined.samples) {
+        let mut samples = Vec::with_capacity(readers.len());
+        for ((reader, subflavors), raw) in readers.iter().zip(joined.samples()) {
             samples.push(match raw {
                 Some(raw) => Some(with_subflavors(reader.build(raw)?, subflavors)?),
                 None => None,

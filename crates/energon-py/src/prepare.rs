@@ -44,8 +44,13 @@ pub(crate) fn prepare_dataset<'py>(
     if num_workers == 0 {
         return Err(config_error("num_workers must be at least 1"));
     }
-    let options =
-        PrepareOptions { split, exclude, num_workers, tar_index_only, shuffle_tars, split_config };
+    let options = PrepareOptions::default()
+        .split(split)
+        .exclude(exclude)
+        .num_workers(num_workers)
+        .tar_index_only(tar_index_only)
+        .shuffle_tars(shuffle_tars)
+        .split_config(split_config);
     let summary = py
         .detach(|| prepare::prepare_dataset(&path, &options, &|_| {}))
         .map_err(|e| to_py_err(&e))?;

@@ -18,7 +18,7 @@ use energon_tests::WdsSpec;
 fn make_dataset(root: &Path, n_shards: usize, per_shard: usize, img: u32) {
     let spec = WdsSpec { shards: n_shards, per_shard, img, ..WdsSpec::default() };
     energon_tests::write_wds(root, &spec).expect("generating the dataset");
-    let options = PrepareOptions { num_workers: 2, ..PrepareOptions::default() };
+    let options = PrepareOptions::default().num_workers(2);
     prepare_dataset(root, &options, &|_| {}).expect("preparing the dataset");
     std::fs::write(
         root.join(".nv-meta/dataset.yaml"),

@@ -76,7 +76,7 @@ fn lint_reports_a_truncated_shard_with_both_sizes() {
 fn a_second_prepare_of_a_locked_dataset_fails_at_once() {
     let dir = dataset();
     let meta = dir.join(".nv-meta");
-    let lock = energon_index::fsutil::PrepareLock::acquire(dir.path(), &meta).unwrap();
+    let lock = energon_index::PrepareLock::acquire(dir.path(), &meta).unwrap();
     let before = fs::read(meta.join(".info.json")).unwrap();
     let (out, stdout, stderr) = run(energon().arg("prepare").arg(dir.path()).args([
         "--no-progress",

@@ -59,7 +59,7 @@ pub(crate) fn generated(root: &Path, shards: usize, per_shard: usize, seed: u64)
 }
 
 fn prepare(root: &Path) {
-    let options = PrepareOptions { num_workers: 1, ..PrepareOptions::default() };
+    let options = PrepareOptions::default().num_workers(1);
     prepare_dataset(root, &options, &|_| {}).unwrap();
 }
 

@@ -13,7 +13,7 @@ use std::{
 use crate::{Error, Result};
 
 /// File name of the prepare lock inside `.nv-meta/`.
-pub const PREPARE_LOCK: &str = ".prepare.lock";
+pub(crate) const PREPARE_LOCK: &str = ".prepare.lock";
 
 /// An exclusive lock on one dataset's index, held until dropped.
 #[derive(Debug)]

@@ -21,27 +21,15 @@ use crate::{Error, Result};
 
 /// The temporary name used by this process while writing `path`: `path` with `.<pid>.tmp`
 /// appended (`x.tar.idx` → `x.tar.idx.4242.tmp`).
-pub fn process_tmp_path(path: &Path) -> PathBuf {
+pub(crate) fn process_tmp_path(path: &Path) -> PathBuf {
     let mut name = OsString::from(path.as_os_str());
     name.push(format!(".{}.tmp", std::process::id()));
     PathBuf::from(name)
 }
 
-/// Whether `name` is a temporary name of `base` as written by any process: `<base>.tmp`
-/// ([`super::tmp_path`]) or `<base>.<digits>.tmp` ([`process_tmp_path`]).
-pub fn is_tmp_name_of(name: &str, base: &str) -> bool {
-    let Some(rest) = name.strip_prefix(base).and_then(|r| r.strip_suffix(".tmp")) else {
-        return false;
-    };
-    rest.is_empty()
-        || rest
-            .strip_prefix('.')
-            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
-}
-
 /// Writes `bytes` to a new file at `path` (replacing a stale one), syncs it to disk and gives it
 /// the Unix permission bits `mode` when set.
-pub fn write_synced(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<()> {
+pub(crate) fn write_synced(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<()> {
     let mut file = File::create(path).map_err(|e| Error::io("cannot create", path, e))?;
     file.write_all(bytes).map_err(|e| Error::io("cannot write", path, e))?;
     file.sync_all().map_err(|e| Error::io("cannot sync", path, e))?;
@@ -58,7 +46,7 @@ pub fn write_synced(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<()> 
 /// Dropping it uncommitted (an error path, a panic) removes every temporary file that was not
 /// renamed yet.
 #[derive(Debug, Default)]
-pub struct Staged {
+pub(crate) struct Staged {
     /// (temporary path, destination) in commit order.
     files: Vec<(PathBuf, PathBuf)>,
     /// Positions in `files` before which all earlier renames are made durable.
@@ -69,13 +57,13 @@ pub struct Staged {
 
 impl Staged {
     /// An empty set.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Staged::default()
     }
 
     /// Registers `dst` and returns the temporary path to write it to (see [`process_tmp_path`]).
     /// The caller writes and syncs the temporary file (for example with [`write_synced`]).
-    pub fn add(&mut self, dst: &Path) -> PathBuf {
+    pub(crate) fn add(&mut self, dst: &Path) -> PathBuf {
         let tmp = process_tmp_path(dst);
         self.files.push((tmp.clone(), dst.to_path_buf()));
         tmp
@@ -83,18 +71,8 @@ impl Staged {
 
     /// Every file added so far is renamed, and its folder synced, before any file added later
     /// is renamed.
-    pub fn barrier(&mut self) {
+    pub(crate) fn barrier(&mut self) {
         self.barriers.push(self.files.len());
-    }
-
-    /// Number of files registered.
-    pub fn len(&self) -> usize {
-        self.files.len()
-    }
-
-    /// Whether no file is registered.
-    pub fn is_empty(&self) -> bool {
-        self.files.is_empty()
     }
 
     /// Renames every temporary file over its destination in order, syncing the folders of the
@@ -102,7 +80,7 @@ impl Staged {
     ///
     /// A failing rename stops the commit: files before it are in place, the temporary files of
     /// the rest are removed, and the error says how many were replaced.
-    pub fn commit(mut self) -> Result<()> {
+    pub(crate) fn commit(mut self) -> Result<()> {
         let mut dirs: FxHashSet<PathBuf> = FxHashSet::default();
         let n = self.files.len();
         for i in 0..n {
@@ -142,9 +120,10 @@ fn sync_dirs(dirs: &mut FxHashSet<PathBuf>) {
     }
 }
 
-/// Removes the temporary files that any process left for the destinations `names` inside `dir`
-/// (see [`is_tmp_name_of`]). Only safe while holding the prepare lock of the dataset.
-pub fn remove_stale_tmp_files(dir: &Path, names: &FxHashSet<String>) {
+/// Removes the temporary files that any process left for the destinations `names` inside `dir`:
+/// `<name>.tmp` ([`super::tmp_path`]) and `<name>.<digits>.tmp` ([`process_tmp_path`]). Only
+/// safe while holding the prepare lock of the dataset.
+pub(crate) fn remove_stale_tmp_files(dir: &Path, names: &FxHashSet<String>) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };

@@ -494,6 +494,7 @@ fn golden_tar_idx_equals_reference() {
     }
 }
 
+#[cfg(feature = "sqlite")]
 #[test]
 fn golden_sqlite_rows_equal_reference() {
     use rusqlite::{Connection, OpenFlags};

@@ -31,7 +31,7 @@ fn data(name: &str) -> PathBuf {
 fn generated(root: &Path, shards: usize, per_shard: usize, seed: u64) {
     let spec = WdsSpec { shards, per_shard, seed, ..WdsSpec::default() };
     energon_tests::write_wds(root, &spec).unwrap();
-    let options = PrepareOptions { num_workers: 1, ..PrepareOptions::default() };
+    let options = PrepareOptions::default().num_workers(1);
     prepare_dataset(root, &options, &|_| {}).unwrap();
 }
 
@@ -168,8 +168,9 @@ fn joined_samples_combine_the_samples_of_one_key() {
         let mut n_missing = 0;
         for row in 0..rows {
             let sample = joined.read(row).unwrap().unwrap();
-            assert_eq!(sample.samples.len(), 2);
-            match &sample.samples[1] {
+            let samples: Vec<_> = sample.samples().collect();
+            assert_eq!(samples.len(), 2);
+            match samples[1] {
                 Some(secondary) => {
                     assert_eq!(secondary.key, sample.key(), "{split} row {row}");
                     assert_eq!(secondary.parts.len(), 3);
@@ -186,13 +187,13 @@ fn joined_samples_combine_the_samples_of_one_key() {
     let sample = joined.read(0).unwrap().unwrap();
     let merged = sample.merged();
     assert_eq!(merged.key, sample.key());
-    let secondary = sample.samples[1].as_ref().unwrap();
+    let secondary = sample.samples().nth(1).unwrap().unwrap();
     let names: Vec<&str> = merged.parts.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["jpg", "txt", "json"]);
     assert_eq!(merged.part("txt"), secondary.part("txt"));
     assert_ne!(merged.part("txt"), sample.primary().part("txt"));
-    let missing =
-        (0..joined.n_rows()).find(|&r| joined.read(r).unwrap().unwrap().samples[1].is_none());
+    let missing = (0..joined.n_rows())
+        .find(|&r| joined.read(r).unwrap().unwrap().samples().nth(1).unwrap().is_none());
     let lone = joined.read(missing.unwrap()).unwrap().unwrap();
     assert_eq!(lone.merged(), *lone.primary());
 

@@ -144,6 +144,8 @@ pub fn prepare_media(
         }
     };
     fs::create_dir_all(&meta_dir).map_err(|e| Error::io("cannot create", &meta_dir, e))?;
+    // The media tables live in `index.sqlite`, which a concurrent `prepare` replaces.
+    let _lock = energon_index::PrepareLock::acquire(root, &meta_dir)?;
     let mut writer = MediaIndexWriter::open(&index_path, options.tables)?;
     progress(Progress::Start { kind, n_tasks: tasks.len() });
 

@@ -52,7 +52,7 @@ impl TestSet {
             &members,
         )
         .unwrap();
-        let options = PrepareOptions { num_workers: 1, ..PrepareOptions::default() };
+        let options = PrepareOptions::default().num_workers(1);
         prepare_dataset(dir.path(), &options, &|_| {}).unwrap();
         fs::write(dir.path().join(".nv-meta/dataset.yaml"), dataset_yaml).unwrap();
         TestSet { dir }

@@ -282,6 +282,20 @@ fn failures_leave_the_index_untouched() {
 }
 
 #[test]
+fn a_running_prepare_makes_the_media_pass_wait_its_turn() {
+    let dir = fixture_copy();
+    let root = dir.path();
+    let db = root.join(".nv-meta/index.sqlite");
+    let before = fs::read(&db).unwrap();
+    let lock = energon_index::PrepareLock::acquire(root, &root.join(".nv-meta")).unwrap();
+    let err = prepare_media(root, &options(ext(), 1, TableMode::Add), &|_| {}).unwrap_err();
+    assert!(matches!(err, crate::Error::Index(energon_index::Error::Busy { .. })), "{err}");
+    assert_eq!(fs::read(&db).unwrap(), before);
+    drop(lock);
+    prepare_media(root, &options(ext(), 1, TableMode::Add), &|_| {}).unwrap();
+}
+
+#[test]
 fn an_empty_folder_gets_empty_tables() {
     let dir = tempfile::tempdir().unwrap();
     let summary = prepare_media(dir.path(), &options(ext(), 2, TableMode::Add), &|_| {}).unwrap();
