@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs the system packages the tests need, when they are missing (Debian/Ubuntu, as root):
-#   always:      fuse3 (fusermount3, for the real `energon mount` tests)
+#   always:      fuse3 (fusermount3, for the real `energon mount` tests) and NASM (the assembler
+#                for libjpeg-turbo's x86 SIMD code, which energon-reader builds from source; without
+#                it JPEG decodes slower, and corrupt JPEGs may decode differently from Pillow)
 #   --features:  also FFmpeg's development libraries, pkg-config and libclang (the `video` feature)
-#                and the TurboJPEG development files (the `turbojpeg` feature)
 # Without root or apt-get it only says what is missing.
 set -euo pipefail
 with_features=0
 [ "${1:-}" = "--features" ] && with_features=1
 packages=()
 command -v fusermount3 >/dev/null 2>&1 || packages+=(fuse3)
+command -v nasm >/dev/null 2>&1 || packages+=(nasm)
 if [ "$with_features" = 1 ]; then
   command -v pkg-config >/dev/null 2>&1 || packages+=(pkg-config)
   if ! pkg-config --exists libavformat libavcodec libavutil libswscale 2>/dev/null; then
@@ -17,7 +19,6 @@ if [ "$with_features" = 1 ]; then
   if ! ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang-[0-9]*.so* 2>/dev/null | grep -q .; then
     packages+=(libclang-dev)
   fi
-  pkg-config --exists libturbojpeg 2>/dev/null || packages+=(libturbojpeg0-dev)
 fi
 if [ ! -e /dev/fuse ]; then
   echo "*** /dev/fuse is missing: the energon mount tests will fail (see crates/energon-cli/tests/cli/mount.rs)" >&2

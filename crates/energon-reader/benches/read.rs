@@ -1,7 +1,7 @@
 //! Reader throughput on generated data: raw random reads (no decode), decoded samples of 64x64
-//! and 256x256 JPEGs, and the bare JPEG decoders on the same images for comparison: the `image`
-//! crate's, libjpeg-turbo's (with the `turbojpeg` feature), and the part decoder
-//! ([`Decoder::decode`], which uses libjpeg-turbo with the feature and the `image` crate without).
+//! and 256x256 JPEGs, and the JPEG decoders on the same images: the part decoder
+//! ([`Decoder::decode`], libjpeg with Pillow's settings) against zune-jpeg (the `image` crate's
+//! JPEG decoder, which the workspace's test helpers enable), for comparison.
 //!
 //! Run with `cargo bench -p energon-reader --bench read`. The datasets are generated once per
 //! run in a temporary folder (deterministic content, see `energon_tests::WdsSpec`) and read from
@@ -74,30 +74,12 @@ fn decoded(c: &mut Criterion) {
             .collect();
         let mut group = c.benchmark_group(format!("jpeg_{img}x{img}"));
         group.throughput(Throughput::Elements(n));
-        group.bench_function("bare_decoder", |b| {
+        group.bench_function("zune_jpeg", |b| {
             b.iter(|| {
                 for jpg in &jpegs {
                     let img = image::load_from_memory_with_format(jpg, image::ImageFormat::Jpeg)
                         .expect("decode");
                     black_box(img.into_rgb8());
-                }
-            });
-        });
-        #[cfg(feature = "turbojpeg")]
-        group.bench_function("bare_turbojpeg", |b| {
-            let mut decompressor = turbojpeg::Decompressor::new().expect("decompressor");
-            b.iter(|| {
-                for jpg in &jpegs {
-                    let header = decompressor.read_header(jpg).expect("header");
-                    let mut image = turbojpeg::Image {
-                        pixels: vec![0u8; 3 * header.width * header.height],
-                        width: header.width,
-                        pitch: 3 * header.width,
-                        height: header.height,
-                        format: turbojpeg::PixelFormat::RGB,
-                    };
-                    decompressor.decompress(jpg, image.as_deref_mut()).expect("decode");
-                    black_box(image);
                 }
             });
         });

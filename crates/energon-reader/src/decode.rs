@@ -3,11 +3,12 @@
 //! The handler chain, per part (the part name is the member name after the key, e.g. `jpg` or
 //! `seg.png`; "extension" is its last dot-separated component):
 //!
-//! 1. a name ending in `.gz` is gunzipped and decoded as the name without `.gz`;
+//! 1. a name ending in `.gz` is gunzipped (to at most [`DecodeLimits::max_gunzipped_bytes`]) and
+//!    decoded as the name without `.gz`;
 //! 2. images (`jpg jpeg png webp gif bmp tif tiff ...`, case-insensitive, see
 //!    [`IMAGE_EXTENSIONS`]) → [`Decoded::Image`] in the layout of [`ImageDecode`] (JPEG through
-//!    libjpeg-turbo with the `turbojpeg` feature, Pillow's pixels exactly; otherwise, and every
-//!    other format, through the `image` crate);
+//!    libjpeg, Pillow's pixels exactly; every other format through the `image` crate), images
+//!    over Pillow's pixel limit ([`DecodeLimits::max_image_pixels`]) refused;
 //! 3. audio (`wav flac mp3 ogg`, case-insensitive) → [`Decoded::Audio`] (`f32` PCM and sample
 //!    rate); video (`mp4 avi mov webm mkv flv`) → [`Decoded::Video`], the raw bytes (see
 //!    [`Video`]). The reference has no `ogg` here (it returns the bytes);
@@ -21,15 +22,16 @@
 
 mod audio;
 mod image;
+mod jpeg;
+#[cfg(test)]
+pub(crate) mod limit_tests;
 mod npy;
 mod sniff;
 mod tensor;
 #[cfg(test)]
 mod tests;
-#[cfg(feature = "turbojpeg")]
-mod turbo;
 
-use std::{fmt, io::Read};
+use std::{fmt, io::Read as _};
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -145,6 +147,71 @@ pub enum AvDecode {
     Raw,
 }
 
+/// Why a part could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The content is not valid for its kind (a corrupt image, invalid JSON, bad UTF-8, audio
+    /// that does not decode completely, ...).
+    #[error("{0}")]
+    Invalid(String),
+    /// The part would decode to more than a [`DecodeLimits`] limit allows; refused before the
+    /// memory is allocated.
+    #[error("{reason}")]
+    TooLarge {
+        /// The limit.
+        limit: Limit,
+        /// What was found, against which limit.
+        reason: String,
+    },
+}
+
+impl From<String> for DecodeError {
+    fn from(reason: String) -> Self {
+        DecodeError::Invalid(reason)
+    }
+}
+
+/// The limits of [`DecodeLimits`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Limit {
+    /// [`DecodeLimits::max_image_pixels`].
+    ImagePixels,
+    /// [`DecodeLimits::max_gunzipped_bytes`].
+    GunzippedBytes,
+}
+
+/// How much one part may make the decoder allocate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeLimits {
+    /// Pillow's `Image.MAX_IMAGE_PIXELS`, with Pillow's rule: an image of more than twice this
+    /// many pixels (width x height from its header) is refused, one of more than this many is
+    /// logged as a warning. `None` turns the check off (as `MAX_IMAGE_PIXELS = None` does).
+    pub max_image_pixels: Option<u64>,
+    /// The most bytes a `.gz` part may inflate to; decompression stops there with an error.
+    /// `None`: no limit (the reference has none).
+    pub max_gunzipped_bytes: Option<u64>,
+}
+
+impl DecodeLimits {
+    /// Pillow's default `Image.MAX_IMAGE_PIXELS`: 1024 * 1024 * 1024 / 4 / 3.
+    pub const PILLOW_MAX_IMAGE_PIXELS: u64 = 89_478_485;
+    /// The default decompressed-size limit of a `.gz` part: 256 MiB, far more than a sample's
+    /// part is expected to hold (compressed images and audio stay compressed inside the gzip
+    /// data), and little enough memory that a gzip bomb is refused without harm.
+    pub const DEFAULT_MAX_GUNZIPPED_BYTES: u64 = 256 << 20;
+}
+
+impl Default for DecodeLimits {
+    fn default() -> Self {
+        DecodeLimits {
+            max_image_pixels: Some(Self::PILLOW_MAX_IMAGE_PIXELS),
+            max_gunzipped_bytes: Some(Self::DEFAULT_MAX_GUNZIPPED_BYTES),
+        }
+    }
+}
+
 /// Decodes parts by name (the reference's `SampleDecoder`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Decoder {
@@ -154,6 +221,8 @@ pub struct Decoder {
     pub av: AvDecode,
     /// Recognize images, audio and video by their content rather than their name.
     pub guess_content: bool,
+    /// How much one part may make the decoder allocate.
+    pub limits: DecodeLimits,
 }
 
 /// What kind of value a part name decodes to (without decoding it).
@@ -205,14 +274,15 @@ impl PartKind {
 
 impl Decoder {
     /// Decodes part `part` (its name, such as `jpg` or `seg.png`). Errors are a reason only; the
-    /// caller adds where the part lies.
+    /// caller adds where the part lies. [`Decoder::try_decode`] tells a limit from bad content.
     pub fn decode(&self, part: &str, data: &Bytes) -> Result<Decoded, String> {
+        self.try_decode(part, data).map_err(|e| e.to_string())
+    }
+
+    /// [`Decoder::decode`], with the kind of error.
+    pub fn try_decode(&self, part: &str, data: &Bytes) -> Result<Decoded, DecodeError> {
         if let Some(inner) = part.strip_suffix(".gz") {
-            let mut out = Vec::new();
-            flate2::read::GzDecoder::new(&data[..])
-                .read_to_end(&mut out)
-                .map_err(|e| format!("invalid gzip data: {e}"))?;
-            return self.decode(inner, &Bytes::from(out));
+            return self.try_decode(inner, &gunzip(data, self.limits.max_gunzipped_bytes)?);
         }
         let mut kind = PartKind::of(part);
         let ext = part.rsplit('.').next().unwrap_or(part);
@@ -225,24 +295,51 @@ impl Decoder {
         }
         match kind {
             PartKind::Image if self.image == ImageDecode::Raw => Ok(Decoded::Bytes(data.clone())),
-            PartKind::Image => image::decode_image(data, self.image).map(Decoded::Image),
+            PartKind::Image => {
+                image::decode_image(data, self.image, &self.limits).map(Decoded::Image)
+            }
             PartKind::Audio if self.av == AvDecode::Decode => {
-                audio::decode_audio(data, &format).map(Decoded::Audio)
+                Ok(audio::decode_audio(data, &format).map(Decoded::Audio)?)
             }
             PartKind::Audio | PartKind::Video => {
                 Ok(Decoded::Video(Video { format, data: data.clone() }))
             }
-            PartKind::Text => std::str::from_utf8(data)
+            PartKind::Text => Ok(std::str::from_utf8(data)
                 .map(|s| Decoded::Text(s.to_owned()))
-                .map_err(|e| format!("text is not valid UTF-8: {e}")),
-            PartKind::Int => parse_int(data).map(Decoded::Int),
-            PartKind::Json => serde_json::from_slice(data)
+                .map_err(|e| format!("text is not valid UTF-8: {e}"))?),
+            PartKind::Int => Ok(parse_int(data).map(Decoded::Int)?),
+            PartKind::Json => Ok(serde_json::from_slice(data)
                 .map(Decoded::Json)
-                .map_err(|e| format!("invalid JSON: {e}")),
-            PartKind::Npy => npy::decode_npy(data).map(Decoded::Tensor),
+                .map_err(|e| format!("invalid JSON: {e}"))?),
+            PartKind::Npy => Ok(npy::decode_npy(data).map(Decoded::Tensor)?),
             PartKind::Bytes => Ok(Decoded::Bytes(data.clone())),
         }
     }
+}
+
+/// Inflates a gzip part, stopping with [`DecodeError::TooLarge`] once it passes `limit` bytes (so
+/// that a small part inflating to gigabytes takes no more than `limit` bytes of memory).
+fn gunzip(data: &[u8], limit: Option<u64>) -> Result<Bytes, DecodeError> {
+    let mut out = Vec::new();
+    let mut decoder = flate2::read::GzDecoder::new(data);
+    let read = match limit {
+        Some(limit) => decoder.take(limit.saturating_add(1)).read_to_end(&mut out),
+        None => decoder.read_to_end(&mut out),
+    };
+    read.map_err(|e| format!("invalid gzip data: {e}"))?;
+    if let Some(limit) = limit
+        && out.len() as u64 > limit
+    {
+        return Err(DecodeError::TooLarge {
+            limit: Limit::GunzippedBytes,
+            reason: format!(
+                "the gzip data ({} bytes) inflates to more than the limit of {limit} bytes \
+                 (max_gunzipped_bytes)",
+                data.len()
+            ),
+        });
+    }
+    Ok(Bytes::from(out))
 }
 
 /// Python's `int(bytes)`: surrounding ASCII whitespace, an optional sign, decimal digits with

@@ -89,6 +89,20 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// A part would decode to more than a decoder limit allows ([`crate::DecodeLimits`]: an
+    /// image over Pillow's pixel limit, a gzip part inflating past its limit); refused before
+    /// the memory is allocated.
+    #[error("cannot decode part {part:?}: {at}: {reason}")]
+    TooLarge {
+        /// Where: dataset, shard, key, index and the byte offset of the part's content.
+        at: Box<SampleAt>,
+        /// The part name (`png`, `npy.gz`, ...).
+        part: String,
+        /// The limit.
+        limit: crate::Limit,
+        /// What was found, against which limit.
+        reason: String,
+    },
     /// A field of the sample type could not be filled: no alternative of its `field_map` spec
     /// names a part the sample has (or an accessor key is missing), or the value has the wrong
     /// type for the field.
@@ -171,6 +185,7 @@ impl Error {
             Error::CorruptSample { at, .. }
             | Error::ShardChanged { at, .. }
             | Error::Decode { at, .. }
+            | Error::TooLarge { at, .. }
             | Error::Field { at, .. } => Some(at),
             _ => None,
         }
@@ -181,6 +196,17 @@ impl Error {
         match self {
             Error::MissingShard { shard, .. } | Error::IndexMismatch { shard, .. } => Some(shard),
             other => other.sample_at().map(|at| at.shard.as_str()),
+        }
+    }
+
+    /// The error for part `part` at `at` that [`crate::Decoder::try_decode`] refused.
+    pub fn decode(at: SampleAt, part: &str, error: crate::DecodeError) -> Self {
+        let (at, part) = (Box::new(at), part.to_owned());
+        match error {
+            crate::DecodeError::TooLarge { limit, reason } => {
+                Error::TooLarge { at, part, limit, reason }
+            }
+            crate::DecodeError::Invalid(reason) => Error::Decode { at, part, reason },
         }
     }
 

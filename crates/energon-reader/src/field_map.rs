@@ -164,13 +164,9 @@ impl<'a> FieldSource<'a> {
         }
         let part = &self.raw.parts[pos];
         let value = match self.decoder {
-            Some(decoder) => {
-                decoder.decode(&part.name, &part.data).map_err(|reason| Error::Decode {
-                    at: Box::new(self.at(part.offset)),
-                    part: part.name.clone(),
-                    reason,
-                })?
-            }
+            Some(decoder) => decoder
+                .try_decode(&part.name, &part.data)
+                .map_err(|e| Error::decode(self.at(part.offset), &part.name, e))?,
             None => Decoded::Bytes(part.data.clone()),
         };
         Ok(Some(value))

@@ -326,16 +326,15 @@ impl<S: FileStore> DecodeFileStore<S> {
     pub fn get_decoded(&self, name: &str) -> Result<(Decoded, SourceInfo)> {
         let (data, source) = self.inner.get(name)?;
         let part = split_key_part(name).map_or(name, |(_, part)| part);
-        let value = self.decoder.decode(part, &data).map_err(|reason| Error::Decode {
-            at: Box::new(SampleAt {
+        let value = self.decoder.try_decode(part, &data).map_err(|e| {
+            let at = SampleAt {
                 dataset: source.dataset_path.to_path_buf(),
                 shard: source.shard_name.to_string(),
                 key: Some(name.to_owned()),
                 index: None,
                 offset: 0,
-            }),
-            part: part.to_owned(),
-            reason,
+            };
+            Error::decode(at, part, e)
         })?;
         Ok((value, source))
     }

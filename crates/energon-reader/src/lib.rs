@@ -50,7 +50,7 @@ pub mod sample;
 mod webdataset;
 
 pub use dataset::Dataset;
-pub use decode::{Decoded, Decoder, ImageDecode, Tensor};
+pub use decode::{DecodeError, DecodeLimits, Decoded, Decoder, ImageDecode, Limit, Tensor};
 pub use error::{Error, Result, SampleAt};
 pub use file_store::{
     DecodeFileStore, FileStore, JsonlFileStore, PrimaryFileStore, SystemFileStore,

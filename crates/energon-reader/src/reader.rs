@@ -229,18 +229,15 @@ impl SampleReader {
                 for part in &raw.parts {
                     let value = match &self.decoder {
                         Some(decoder) => {
-                            decoder.decode(&part.name, &part.data).map_err(|reason| {
-                                Error::Decode {
-                                    at: Box::new(crate::SampleAt {
-                                        dataset: raw.dataset.to_path_buf(),
-                                        shard: raw.shard.to_string(),
-                                        key: Some(raw.key.clone()),
-                                        index: Some(raw.index),
-                                        offset: part.offset,
-                                    }),
-                                    part: part.name.clone(),
-                                    reason,
-                                }
+                            decoder.try_decode(&part.name, &part.data).map_err(|e| {
+                                let at = crate::SampleAt {
+                                    dataset: raw.dataset.to_path_buf(),
+                                    shard: raw.shard.to_string(),
+                                    key: Some(raw.key.clone()),
+                                    index: Some(raw.index),
+                                    offset: part.offset,
+                                };
+                                Error::decode(at, &part.name, e)
                             })?
                         }
                         None => crate::Decoded::Bytes(part.data.clone()),

@@ -1,10 +1,9 @@
-//! Golden test of the `turbojpeg` feature: decoded JPEG pixels equal Pillow's, byte for byte.
+//! Golden test of JPEG decoding: decoded JPEG pixels equal Pillow's, byte for byte.
 //!
 //! `tests/data/pillow_jpeg_digests.txt` holds the sha256 of Pillow's RGB, L and RGBA bytes (or
 //! `error`) of every JPEG in the fixture shards and of the files in `tests/data/jpeg/`
 //! (grayscale, 4:4:4, 4:2:2, odd sizes, progressive, restart markers, CMYK, corrupt and truncated
 //! data, a bad Huffman table); `tests/data/make_pillow_digests.py` writes both.
-#![cfg(feature = "turbojpeg")]
 #![allow(clippy::unwrap_used)]
 
 use std::{

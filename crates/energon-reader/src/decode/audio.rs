@@ -40,6 +40,22 @@ impl Audio {
     }
 }
 
+/// A decoded stream must hold samples, and as many as its header declares where it declares an
+/// exact length (`declared`).
+fn check_length(frames: u64, declared: Option<u64>) -> Result<(), String> {
+    match declared {
+        Some(n) if frames != n => Err(format!(
+            "corrupt audio: the stream decodes to {frames} samples per channel where its header \
+             declares {n}"
+        )),
+        None if frames == 0 => {
+            Err("corrupt audio: the stream decodes to no samples (truncated or not audio)"
+                .to_owned())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Decodes the default audio track of `data`; `extension` (`wav`, `flac`, ...) is a hint only,
 /// the container is found from the content.
 pub(crate) fn decode_audio(data: &Bytes, extension: &str) -> Result<Audio, String> {
@@ -49,8 +65,12 @@ pub(crate) fn decode_audio(data: &Bytes, extension: &str) -> Result<Audio, Strin
     let mut format = symphonia::default::get_probe()
         .probe(&hint, mss, FormatOptions::default(), MetadataOptions::default())
         .map_err(|e| format!("not a readable audio container: {e}"))?;
+    // FLAC (STREAMINFO) and WAV (the data chunk) state their exact length; a stream that decodes
+    // to less is corrupt or cut (symphonia skips to the next frame it can sync to, or stops).
+    let exact_length = matches!(format.format_info().short_name, "flac" | "wave");
     let track = format.default_track(TrackType::Audio).ok_or("no audio track")?;
     let track_id = track.id;
+    let declared = track.num_frames.filter(|_| exact_length);
     let params = track
         .codec_params
         .as_ref()
@@ -93,6 +113,7 @@ pub(crate) fn decode_audio(data: &Bytes, extension: &str) -> Result<Audio, Strin
     }
     let channels = planes.len();
     let frames = planes.first().map_or(0, Vec::len);
+    check_length(frames as u64, declared)?;
     let samples = Tensor {
         shape: vec![channels, frames],
         data: TensorData::F32(planes.into_iter().flatten().collect()),

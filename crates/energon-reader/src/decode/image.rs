@@ -1,10 +1,14 @@
-//! Image parts: decoded with the `image` crate into the layouts the reference's decoder offers.
+//! Image parts: decoded (JPEG with libjpeg, the other formats with the `image` crate) into the
+//! layouts the reference's decoder offers, within Pillow's pixel limit.
 
-use std::{fmt, str::FromStr};
+use std::{fmt, io::Cursor, str::FromStr};
 
-use image::DynamicImage;
+use image::{DynamicImage, ImageFormat, ImageReader};
 
-use super::tensor::{Tensor, TensorData};
+use super::{
+    DecodeError, DecodeLimits, Limit,
+    tensor::{Tensor, TensorData},
+};
 
 /// How image parts are decoded (the reference's `image_decode` names).
 ///
@@ -112,22 +116,34 @@ impl FromStr for ImageDecode {
 /// Decodes an image (whatever its extension says, the format is found from the content, as PIL
 /// does) into the layout of `mode`. `mode` must not be [`ImageDecode::Raw`].
 ///
-/// With the `turbojpeg` feature, JPEG content goes through libjpeg-turbo (Pillow's pixels, see
-/// the `turbo` module); JPEGs it does not take and every other format go through the `image` crate.
-pub(crate) fn decode_image(data: &[u8], mode: ImageDecode) -> Result<Tensor, String> {
+/// JPEG content goes through libjpeg (Pillow's pixels, see the `jpeg` module), every other
+/// format through the `image` crate. Images of more pixels than `limits` allow are refused from
+/// their header, before their pixels are allocated.
+pub(crate) fn decode_image(
+    data: &[u8],
+    mode: ImageDecode,
+    limits: &DecodeLimits,
+) -> Result<Tensor, DecodeError> {
     let Some((channels, float, chw)) = mode.layout() else {
-        return Err("images are not decoded in raw mode".to_owned());
+        return Err(DecodeError::Invalid("images are not decoded in raw mode".to_owned()));
     };
+    let invalid = |msg: String| DecodeError::Invalid(msg);
     let format = image::guess_format(data)
-        .map_err(|_| "not an image in a format energon-rs decodes".to_owned())?;
-    #[cfg(feature = "turbojpeg")]
-    if format == image::ImageFormat::Jpeg
-        && let Some(jpeg) = super::turbo::decode_jpeg(data, channels)?
-    {
+        .map_err(|_| invalid("not an image in a format energon-rs decodes".to_owned()))?;
+    if format == ImageFormat::Jpeg {
+        let jpeg = super::jpeg::decode_jpeg(data, channels, limits.max_image_pixels)?;
         return Ok(to_layout(jpeg.pixels, jpeg.width, jpeg.height, channels, float, chw));
     }
-    let img = image::load_from_memory_with_format(data, format)
-        .map_err(|e| format!("invalid {} image: {e}", format.extensions_str()[0]))?;
+    let name = format.extensions_str()[0];
+    let bad = |e: image::ImageError| invalid(format!("invalid {name} image: {e}"));
+    let (width, height) =
+        ImageReader::with_format(Cursor::new(data), format).into_dimensions().map_err(bad)?;
+    check_pixels(name, u64::from(width), u64::from(height), limits.max_image_pixels)?;
+    // The pixel limit above is Pillow's; the `image` crate's own allocation limit (512 MiB) would
+    // refuse images Pillow opens.
+    let mut reader = ImageReader::with_format(Cursor::new(data), format);
+    reader.no_limits();
+    let img = reader.decode().map_err(bad)?;
     let (width, height) = (img.width() as usize, img.height() as usize);
     let hwc = match channels {
         1 => to_pil_luma(img),
@@ -135,6 +151,35 @@ pub(crate) fn decode_image(data: &[u8], mode: ImageDecode) -> Result<Tensor, Str
         _ => img.into_rgba8().into_raw(),
     };
     Ok(to_layout(hwc, width, height, channels, float, chw))
+}
+
+/// Pillow's decompression-bomb rule for an image of `width` x `height` pixels (a zero side
+/// counts as 1): more than twice `max_pixels` is an error, more than `max_pixels` a warning.
+pub(super) fn check_pixels(
+    format: &str,
+    width: u64,
+    height: u64,
+    max_pixels: Option<u64>,
+) -> Result<(), DecodeError> {
+    let Some(max) = max_pixels else { return Ok(()) };
+    let pixels = width.max(1) * height.max(1);
+    if pixels > max.saturating_mul(2) {
+        return Err(DecodeError::TooLarge {
+            limit: Limit::ImagePixels,
+            reason: format!(
+                "{format} image of {width}x{height} = {pixels} pixels is over the limit of {} \
+                 pixels (twice max_image_pixels = {max}, Pillow's decompression bomb check)",
+                max.saturating_mul(2)
+            ),
+        });
+    }
+    if pixels > max {
+        tracing::warn!(
+            "{format} image of {width}x{height} = {pixels} pixels is over max_image_pixels = \
+             {max}: it could be a decompression bomb"
+        );
+    }
+    Ok(())
 }
 
 /// `u8` HWC pixels with `channels` channels as the tensor of a layout (float or not, channels

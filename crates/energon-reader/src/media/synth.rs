@@ -1,6 +1,7 @@
 //! Small synthetic media files with known properties, for tests, examples and benchmarks:
-//! PCM WAV, FLAC (verbatim subframes), images in any format the `image` crate writes, and (with
-//! the cargo feature `video`) an MPEG-4 video.
+//! PCM WAV, FLAC (verbatim subframes), images in any format the `image` crate writes (JPEG only
+//! where its `jpeg` feature is on, as in this workspace's tests), and (with the cargo feature
+//! `video`) an MPEG-4 video.
 
 use std::io::Cursor;
 

@@ -450,3 +450,38 @@ fn jsonl_files_read_as_crude_json_samples() {
     let Some(Decoded::Json(v)) = s.get("json") else { panic!() };
     assert_eq!(v["key"], "00000042");
 }
+
+/// Parts over a decoder limit and corrupt audio are errors naming the dataset, shard and key, in
+/// reads and in `energon lint`.
+#[test]
+fn bombs_and_corrupt_audio_are_typed_errors_in_reads_and_lint() {
+    let flac =
+        fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tone.flac"))
+            .unwrap();
+    let members = vec![
+        member("a.png", crate::decode::limit_tests::black_png(20000)),
+        member("b.flac", flac[..flac.len() * 9 / 10].to_vec()),
+        member("c.png", png(2, 2)),
+    ];
+    let set = TestSet::new(members, "__module__: megatron.energon\n__class__: CrudeWebdataset\n");
+    let reader = set.open().unwrap();
+    let err = reader.read(0).unwrap_err();
+    let Error::TooLarge { at, part, limit, reason } = &err else { panic!("{err}") };
+    assert_eq!(
+        (part.as_str(), *limit, at.key.as_deref()),
+        ("png", crate::Limit::ImagePixels, Some("a"))
+    );
+    assert_eq!((at.dataset.as_path(), at.shard.as_str()), (set.dir.path(), "shards/data-0.tar"));
+    assert!(reason.contains("decompression bomb"), "{reason}");
+    let err = reader.read(1).unwrap_err();
+    let Error::Decode { at, part, reason } = &err else { panic!("{err}") };
+    assert_eq!((part.as_str(), at.key.as_deref()), ("flac", Some("b")));
+    assert!(!reason.is_empty());
+    let report = crate::lint::lint_samples(&reader, 1, &|_| {}).unwrap();
+    let keys: Vec<Option<&str>> = report
+        .problems
+        .iter()
+        .map(|p| p.error.sample_at().and_then(|a| a.key.as_deref()))
+        .collect();
+    assert_eq!(keys, [Some("a"), Some("b")]);
+}
