@@ -48,6 +48,11 @@ pub(crate) struct PrepareArgs {
     /// Shuffle shards (with a fixed seed) before splitting by ratio.
     #[arg(long = "shuffle-tars")]
     shuffle_tars: bool,
+    /// When sample keys repeat across shards, move every member of every shard into a folder
+    /// named after its shard (`parts/data-0.tar/000042.jpg`), renaming the members in place, and
+    /// index again.
+    #[arg(long)]
+    fix_duplicates: bool,
     /// Never ask: fail when a needed choice is not given by flags.
     #[arg(long = "non-interactive")]
     non_interactive: bool,
@@ -140,11 +145,19 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
         .exclude(args.exclude.clone())
         .num_workers(args.num_workers)
         .tar_index_only(args.tar_index_only)
-        .shuffle_tars(args.shuffle_tars);
+        .shuffle_tars(args.shuffle_tars)
+        .fix_duplicates(args.fix_duplicates);
     let show_progress = !args.no_progress;
     let bar = Mutex::new(None::<ProgressBar>);
     let samples_done = AtomicU64::new(0);
     let on_progress = |event: Progress| {
+        if let Progress::FixingDuplicates { key } = &event {
+            // Said whatever the progress setting: the shards are about to change.
+            eprintln!(
+                "The dataset contains duplicate keys (e.g. {key:?}); moving every shard's members \
+                 into a folder named after the shard."
+            );
+        }
         if !show_progress {
             return;
         }
@@ -163,6 +176,12 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
                 );
                 *bar = Some(pb);
             }
+            Progress::FixingDuplicates { .. } => {
+                if let Some(pb) = bar.take() {
+                    pb.finish_and_clear();
+                }
+                samples_done.store(0, Ordering::Relaxed);
+            }
             Progress::Shard { n_samples, .. } => {
                 let total = samples_done.fetch_add(n_samples, Ordering::Relaxed) + n_samples;
                 if let Some(pb) = bar.as_ref() {
@@ -177,6 +196,13 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("while preparing {}", path.display()))?;
     if let Ok(Some(pb)) = bar.lock().map(|mut b| b.take()) {
         pb.finish_and_clear();
+    }
+    if let Some(fixed) = &summary.fixed_duplicates {
+        let (key, first, second) = &fixed.example;
+        println!(
+            "Fixed duplicate keys (e.g. {key:?} in {first} and {second}): renamed {} members",
+            fixed.members_renamed
+        );
     }
     println!(
         "Indexed {} samples in {} shards of {}",

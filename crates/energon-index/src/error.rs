@@ -127,7 +127,7 @@ pub enum Error {
     },
     /// The same sample key occurs more than once in a dataset.
     #[error(
-        "duplicate sample key {key:?}: in {first} and {second}; sample keys must be unique across all shards"
+        "duplicate sample key {key:?}: in {first} and {second}; sample keys must be unique across all shards (`energon prepare --fix-duplicates` moves each shard's members into a folder named after the shard)"
     )]
     DuplicateKey {
         /// The key.
@@ -136,6 +136,16 @@ pub enum Error {
         first: String,
         /// Where it was seen again (shard path).
         second: String,
+    },
+    /// A shard's members cannot be renamed in place (`--fix-duplicates`).
+    #[error("cannot rename the members of {path} in place (member at byte {offset}): {reason}")]
+    CannotRename {
+        /// The shard.
+        path: PathBuf,
+        /// The member's header.
+        offset: u64,
+        /// Why.
+        reason: String,
     },
     /// A SQLite operation failed.
     #[cfg(feature = "sqlite")]

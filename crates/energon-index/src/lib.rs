@@ -6,6 +6,7 @@
 //! - [`tar_scan`]: walks the headers of a tar shard and groups members into samples
 //!   ([`ShardScan`]).
 //! - [`tar_idx`]: the `<shard>.tar.idx` offset index next to each shard ([`TarIndex`]).
+//! - [`tar_patch`]: renaming the members of shards in place (`--fix-duplicates`).
 //! - [`jsonl_idx`]: the `<file>.jsonl.idx` offset index of a JSONL dataset ([`JsonlIndex`]).
 //! - [`info`]: `.nv-meta/.info.json` (and the legacy `.info.yaml`) ([`DatasetInfo`]).
 //! - [`split`]: `.nv-meta/split.yaml` / `split.json`, brace expansion and collapse
@@ -78,6 +79,7 @@ pub mod split;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod tar_idx;
+pub mod tar_patch;
 pub mod tar_scan;
 #[cfg(test)]
 #[cfg(feature = "prepare")]
@@ -98,7 +100,7 @@ pub use crate::{
 #[cfg(feature = "prepare")]
 pub use crate::{
     fsutil::PrepareLock,
-    prepare::{PrepareOptions, PrepareSummary, SplitChoice, prepare_dataset},
+    prepare::{FixedDuplicates, PrepareOptions, PrepareSummary, SplitChoice, prepare_dataset},
 };
 #[cfg(feature = "sqlite")]
 pub use crate::{join_index::JoinIndex, sqlite::SqliteIndex, sqlite::SqliteIndexWriter};

@@ -19,7 +19,7 @@ use std::{
 
 use crate::{
     Error, INDEX_SQLITE, INFO_JSON, INFO_YAML, NV_META, Result, SPLIT_YAML, discover, fsutil, info,
-    jsonl_idx, shard::ShardScan, split, sqlite, tar_idx, tar_scan,
+    jsonl_idx, shard::ShardScan, split, sqlite, tar_idx, tar_patch, tar_scan,
 };
 
 /// How shards are assigned to split parts.
@@ -61,6 +61,10 @@ pub struct PrepareOptions {
     pub shuffle_tars: bool,
     /// Name of the split file to write inside `.nv-meta/` (`split.yaml`; `.json` names write JSON).
     pub split_config: String,
+    /// `--fix-duplicates`: when sample keys repeat across shards, move every member of every
+    /// shard into a folder named after its shard, in place (see [`crate::tar_patch`]), and
+    /// index again.
+    pub fix_duplicates: bool,
 }
 
 impl Default for PrepareOptions {
@@ -72,6 +76,7 @@ impl Default for PrepareOptions {
             tar_index_only: false,
             shuffle_tars: false,
             split_config: SPLIT_YAML.to_owned(),
+            fix_duplicates: false,
         }
     }
 }
@@ -113,6 +118,12 @@ impl PrepareOptions {
         self.split_config = split_config.into();
         self
     }
+
+    /// Renames the members of every shard in place when sample keys repeat across shards.
+    pub fn fix_duplicates(mut self, fix_duplicates: bool) -> Self {
+        self.fix_duplicates = fix_duplicates;
+        self
+    }
 }
 
 /// Progress reported while preparing.
@@ -132,6 +143,12 @@ pub enum Progress {
         /// Its size in bytes.
         n_bytes: u64,
     },
+    /// Sample keys repeat across shards, and `fix_duplicates` renames the shards' members now;
+    /// indexing starts again after it.
+    FixingDuplicates {
+        /// A key that repeats.
+        key: String,
+    },
 }
 
 /// What [`prepare_dataset`] did.
@@ -147,6 +164,17 @@ pub struct PrepareSummary {
     pub part_names: Vec<String>,
     /// Keys of the first two samples of the first shard.
     pub first_keys: Vec<String>,
+    /// The duplicate keys that `fix_duplicates` fixed, if there were any.
+    pub fixed_duplicates: Option<FixedDuplicates>,
+}
+
+/// What `fix_duplicates` did.
+#[derive(Debug, Clone)]
+pub struct FixedDuplicates {
+    /// A key that repeated, and the first two shards it was found in.
+    pub example: (String, String, String),
+    /// Member headers renamed, over all shards.
+    pub members_renamed: u64,
 }
 
 impl PrepareSummary {
@@ -223,8 +251,20 @@ pub fn prepare_dataset(
     staged.barrier();
     let db_path = meta_dir.join(INDEX_SQLITE);
     let db_tmp = staged.add(&db_path);
-    let scanned =
-        index_shards(&db_path, &db_tmp, &shards, &paths, &idx_tmps, options.num_workers, progress)?;
+    let index = || {
+        index_shards(&db_path, &db_tmp, &shards, &paths, &idx_tmps, options.num_workers, progress)
+    };
+    let mut fixed_duplicates = None;
+    let scanned = match index() {
+        Err(Error::DuplicateKey { key, first, second }) if options.fix_duplicates => {
+            progress(Progress::FixingDuplicates { key: key.clone() });
+            let members_renamed = fix_duplicates(&shards, &paths)?;
+            fixed_duplicates =
+                Some(FixedDuplicates { example: (key, first, second), members_renamed });
+            index()?
+        }
+        res => res?,
+    };
 
     let uuid_tmp = staged.add(&meta_dir.join(crate::INDEX_UUID));
     fsutil::write_synced(&uuid_tmp, sqlite::new_index_uuid().as_bytes(), None)?;
@@ -261,7 +301,21 @@ pub fn prepare_dataset(
         split_parts,
         part_names: scanned.part_names,
         first_keys: scanned.first_keys,
+        fixed_duplicates,
     })
+}
+
+/// Moves the members of every shard into a folder named after the shard, once every shard was
+/// found to allow it; returns the number of renamed member headers.
+fn fix_duplicates(shards: &[String], paths: &[PathBuf]) -> Result<u64> {
+    for (shard, path) in shards.iter().zip(paths) {
+        tar_patch::check_prefix(path, &tar_patch::shard_prefix(shard))?;
+    }
+    let mut renamed = 0;
+    for (shard, path) in shards.iter().zip(paths) {
+        renamed += tar_patch::apply_prefix(path, &tar_patch::shard_prefix(shard))?;
+    }
+    Ok(renamed)
 }
 
 fn check_not_empty(root: &Path, shards: &[String]) -> Result<()> {

@@ -12,7 +12,7 @@
 //! Unlike Python, which takes a damaged header in the middle of a shard for the end of the
 //! archive, every damage is an error naming the byte offset.
 
-mod header;
+pub(crate) mod header;
 mod names;
 #[cfg(test)]
 mod proptests;

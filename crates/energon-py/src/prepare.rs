@@ -15,11 +15,15 @@ use crate::errors::{config_error, to_py_err};
 /// Prepares the WebDataset in folder `path` (writes every `.tar.idx` and `.nv-meta/`, not
 /// `dataset.yaml`). The split is `split_ratio` (train, val, test weights) or `split_patterns`
 /// (`(name, regex)` pairs, in order); `exclude` drops shards whose relative path matches.
-/// Returns a dict with `shards`, `shard_counts`, `split_parts` and `part_names`.
+/// `fix_duplicates` moves every shard's members into a folder named after the shard when keys
+/// repeat across shards. Returns a dict with `shards`, `shard_counts`, `split_parts`,
+/// `part_names` and `fixed_duplicates` (the number of renamed members, `None` when nothing was
+/// renamed).
 #[pyfunction]
 #[pyo3(signature = (
     path, *, split_ratio = None, split_patterns = None, exclude = None, tar_index_only = false,
     shuffle_tars = false, num_workers = 4, split_config = "split.yaml".to_owned(),
+    fix_duplicates = false,
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn prepare_dataset<'py>(
@@ -32,6 +36,7 @@ pub(crate) fn prepare_dataset<'py>(
     shuffle_tars: bool,
     num_workers: usize,
     split_config: String,
+    fix_duplicates: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let split = match (split_ratio, split_patterns) {
         (Some(_), Some(_)) => {
@@ -50,7 +55,8 @@ pub(crate) fn prepare_dataset<'py>(
         .num_workers(num_workers)
         .tar_index_only(tar_index_only)
         .shuffle_tars(shuffle_tars)
-        .split_config(split_config);
+        .split_config(split_config)
+        .fix_duplicates(fix_duplicates);
     let summary = py
         .detach(|| prepare::prepare_dataset(&path, &options, &|_| {}))
         .map_err(|e| to_py_err(&e))?;
@@ -59,6 +65,7 @@ pub(crate) fn prepare_dataset<'py>(
     res.set_item("shard_counts", &summary.shard_counts)?;
     res.set_item("split_parts", &summary.split_parts)?;
     res.set_item("part_names", &summary.part_names)?;
+    res.set_item("fixed_duplicates", summary.fixed_duplicates.map(|f| f.members_renamed))?;
     Ok(res)
 }
 

@@ -54,6 +54,28 @@ def test_prepare_dataset_indexes_the_listed_shards(ref_small, tmp_path):
     assert len(reader) == sum(n for _, n in counts)
 
 
+def test_prepare_dataset_fix_duplicates(ref_small, tmp_path):
+    # The same shard twice: every key repeats.
+    root = tmp_path / "dup"
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    shard = ref_small / "shards" / "data-000000.tar"
+    shutil.copyfile(shard, root / "a" / "s.tar")
+    shutil.copyfile(shard, root / "b" / "s.tar")
+    with pytest.raises(energon_rs.EnergonError, match="fix-duplicates"):
+        BaseWebdatasetFactory.prepare_dataset(root, ["a/s.tar", "b/s.tar"], split_parts_ratio=[("train", 1.0)])
+    _, counts = BaseWebdatasetFactory.prepare_dataset(
+        root, ["a/s.tar", "b/s.tar"], split_parts_ratio=[("train", 1.0)], fix_duplicates=True
+    )
+    assert counts == [("a/s.tar", 50), ("b/s.tar", 50)]
+    (root / MAIN_FOLDER_NAME / "dataset.yaml").write_text(
+        (ref_small / MAIN_FOLDER_NAME / "dataset.yaml").read_text()
+    )
+    reader = energon_rs.load_dataset(root).reader("train")
+    keys = sorted(reader[i].__key__ for i in range(len(reader)))
+    assert keys[0] == "a/s.tar/00000000" and keys[-1] == "b/s.tar/00000049"
+
+
 def test_prepare_dataset_ratio_and_patterns(ref_small, tmp_path):
     root = _shards_only(ref_small, tmp_path / "ds")
     BaseWebdatasetFactory.prepare_dataset(

@@ -431,3 +431,39 @@ fn unreadable_shards_are_reported() {
     let err = run_err(prepare(&dir).args(["--split-ratio", "1,0,0", "--non-interactive"]));
     assert!(err.contains("fifo.tar") && err.contains("not a regular file"), "{err}");
 }
+
+#[test]
+fn fix_duplicates_renames_members_into_shard_folders() {
+    let dir = Dir::new();
+    fs::create_dir_all(dir.join("shards")).unwrap();
+    for shard in ["a", "b"] {
+        write_tar(
+            &dir.join(&format!("shards/{shard}.tar")),
+            &[("0001.txt", b"one"), ("0002.txt", b"two")],
+        );
+    }
+    let err = run_err(prepare(&dir).args(["--split-ratio", "1,0,0", "--non-interactive"]));
+    assert!(err.contains("duplicate sample key \"0001\""), "{err}");
+    assert!(err.contains("--fix-duplicates"), "{err}");
+    let out = run_ok(prepare(&dir).args([
+        "--split-ratio",
+        "1,0,0",
+        "--non-interactive",
+        "--fix-duplicates",
+    ]));
+    assert!(out.contains("Fixed duplicate keys"), "{out}");
+    assert!(out.contains("renamed 4 members"), "{out}");
+    assert!(
+        out.contains("Sample keys of the first shard: shards/a.tar/0001, shards/a.tar/0002"),
+        "{out}"
+    );
+    let keys = run_ok(
+        energon().args(["trace", "--val", "--split-part", "train", "-n", "4"]).arg(dir.path()),
+    );
+    let mut keys: Vec<&str> = keys.lines().collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["shards/a.tar/0001", "shards/a.tar/0002", "shards/b.tar/0001", "shards/b.tar/0002"]
+    );
+}

@@ -149,3 +149,42 @@ fn stale_tmp_names_are_recognised() {
     let own = fsutil::process_tmp_path(Path::new("d/x"));
     assert_eq!(own, Path::new(&format!("d/x.{}.tmp", std::process::id())));
 }
+
+#[test]
+fn fix_duplicates_moves_members_into_shard_folders_and_indexes_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    // The same keys in both shards.
+    write_shard(root, 0, &keys("k", 3));
+    write_shard(root, 1, &keys("k", 3));
+    let err = prepare_dataset(root, &options(), &|_| {}).unwrap_err();
+    let Error::DuplicateKey { key, .. } = &err else { panic!("{err}") };
+    assert!(key.starts_with('k'), "{err}");
+    assert!(err.to_string().contains("--fix-duplicates"), "{err}");
+    let shard0 = fs::read(root.join("parts/data-0.tar")).unwrap();
+
+    let events = std::sync::Mutex::new(Vec::new());
+    let progress = |event: Progress| {
+        if let Progress::FixingDuplicates { key } = event {
+            events.lock().unwrap().push(key);
+        }
+    };
+    let summary = prepare_dataset(root, &options().fix_duplicates(true), &progress).unwrap();
+    assert_eq!(events.into_inner().unwrap().len(), 1);
+    let fixed = summary.fixed_duplicates.clone().unwrap();
+    assert_eq!(fixed.members_renamed, 6);
+    assert_eq!(summary.n_samples(), 6);
+    assert_eq!(summary.first_keys, ["parts/data-0.tar/k0000", "parts/data-0.tar/k0001"]);
+    let after = fs::read(root.join("parts/data-0.tar")).unwrap();
+    assert_eq!(after.len(), shard0.len(), "shards keep their size and layout");
+    let scan = crate::tar_scan::scan_shard(&root.join("parts/data-1.tar")).unwrap();
+    assert_eq!(scan.samples[2].key, "parts/data-1.tar/k0002");
+
+    // A dataset without duplicates is left as it is.
+    let clean = tempfile::tempdir().unwrap();
+    write_shard(clean.path(), 0, &keys("a", 2));
+    let before = fs::read(clean.path().join("parts/data-0.tar")).unwrap();
+    let summary = prepare_dataset(clean.path(), &options().fix_duplicates(true), &|_| {}).unwrap();
+    assert!(summary.fixed_duplicates.is_none());
+    assert_eq!(fs::read(clean.path().join("parts/data-0.tar")).unwrap(), before);
+}

@@ -488,7 +488,7 @@ fn is_zero_block(block: &[u8; BLOCK]) -> bool {
 /// Base-256 when the first byte is `0x80` (or `0xff`, negative); otherwise ASCII text up to the
 /// first NUL, surrounding whitespace stripped, empty meaning 0, read as Python's `int(s, 8)`
 /// reads it (sign, `0o` prefix and digit-separating underscores allowed).
-pub(super) fn parse_numeric(field: &[u8]) -> Option<i128> {
+pub(crate) fn parse_numeric(field: &[u8]) -> Option<i128> {
     if let Some(n) = parse_plain_octal(field) {
         return Some(n);
     }

@@ -146,6 +146,7 @@ def prepare_dataset(
     shuffle_tars: bool = False,
     num_workers: int = 4,
     split_config: str = ...,
+    fix_duplicates: bool = False,
 ) -> dict[str, Any]: ...
 def prepare_jsonl(path: str) -> int: ...
 def prepare_media(

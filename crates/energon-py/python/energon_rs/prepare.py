@@ -161,8 +161,6 @@ class BaseWebdatasetFactory:
         order; `media_filter` also stores the media metadata. Returns the part names seen (up
         to 50) and `(shard, sample count)` pairs."""
         root = os.fspath(parent_path)
-        if fix_duplicates:
-            raise NotImplementedError("fix_duplicates is not supported: duplicate keys are errors")
         if shuffle_seed not in (None, 42):
             raise ValueError(f"shuffle_seed must be 42 or None, not {shuffle_seed!r}")
         wanted = {os.path.normpath(name) for p in paths for name in expand_braces(p)}
@@ -192,6 +190,7 @@ class BaseWebdatasetFactory:
             shuffle_tars=shuffle_seed is not None and split_parts_patterns is None,
             num_workers=max(1, min(workers, os.cpu_count() or 1)),
             split_config=split_config,
+            fix_duplicates=fix_duplicates,
         )
         if media_filter is not None:
             # As `energon prepare --media-metadata-by-...`: the media tables are replaced.

@@ -23,6 +23,12 @@ pub fn probe_image(data: &[u8]) -> Result<ImageMetadata, String> {
     if data.starts_with(JP2_SIGNATURE) || data.starts_with(&[0xff, 0x4f, 0xff, 0x51]) {
         return jpeg2000(data);
     }
+    if data.starts_with(&[0xff, 0xd8, 0xff]) {
+        // Read here: the `image` crate is built without a JPEG decoder.
+        let (width, height, mode) = jpeg_header(data)?;
+        let (format, mode) = ("JPEG".to_owned(), mode.to_owned());
+        return Ok(ImageMetadata { width, height, format, mode });
+    }
     let reader = ImageReader::new(Cursor::new(data))
         .with_guessed_format()
         .map_err(|e| format!("cannot read the image: {e}"))?;
@@ -38,7 +44,7 @@ pub fn probe_image(data: &[u8]) -> Result<ImageMetadata, String> {
     let color = decoder.original_color_type();
     let mode = match format {
         ImageFormat::Png => png_mode(data)?,
-        ImageFormat::Jpeg => jpeg_mode(data)?,
+        ImageFormat::Jpeg => jpeg_header(data)?.2,
         ImageFormat::Gif => {
             let gif = gif_info(data)?;
             (width, height) = (gif.width, gif.height);
@@ -103,8 +109,9 @@ fn png_mode(data: &[u8]) -> Result<&'static str, String> {
     })
 }
 
-/// JPEG: the mode from the component count of the first frame header (`SOFn`).
-pub(super) fn jpeg_mode(data: &[u8]) -> Result<&'static str, String> {
+/// JPEG: width, height and the mode (from the component count) of the first frame header
+/// (`SOFn`).
+pub(super) fn jpeg_header(data: &[u8]) -> Result<(u32, u32, &'static str), String> {
     let mut i = 2;
     loop {
         // Markers may be preceded by fill bytes 0xff.
@@ -121,13 +128,16 @@ pub(super) fn jpeg_mode(data: &[u8]) -> Result<&'static str, String> {
         let len = usize::from(be16(data, i).ok_or("truncated JPEG header")?);
         let is_sof = (0xc0..=0xcf).contains(&marker) && !matches!(marker, 0xc4 | 0xc8 | 0xcc);
         if is_sof {
-            let components = *data.get(i + 7).ok_or("truncated JPEG frame header")?;
-            return match components {
-                1 => Ok("L"),
-                3 => Ok("RGB"),
-                4 => Ok("CMYK"),
-                n => Err(format!("JPEG with {n} components")),
+            let truncated = "truncated JPEG frame header";
+            let height = u32::from(be16(data, i + 3).ok_or(truncated)?);
+            let width = u32::from(be16(data, i + 5).ok_or(truncated)?);
+            let mode = match *data.get(i + 7).ok_or(truncated)? {
+                1 => "L",
+                3 => "RGB",
+                4 => "CMYK",
+                n => return Err(format!("JPEG with {n} components")),
             };
+            return Ok((width, height, mode));
         }
         if marker == 0xda || len < 2 {
             return Err("damaged JPEG header (scan before the frame header)".to_owned());
