@@ -34,6 +34,8 @@
 //! ```
 #![deny(missing_docs)]
 
+#[cfg(feature = "video")]
+pub mod av;
 mod dataset;
 pub mod decode;
 mod error;

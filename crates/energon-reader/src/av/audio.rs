@@ -1,0 +1,178 @@
+//! Audio clips as the reference's `AVDecoder.get_audio_clips` cuts them: seek near the start,
+//! decode, crop the frame before the start and the frame at the end, with its rounding rules.
+
+use ffmpeg::{format::Sample, frame};
+use ffmpeg_next as ffmpeg;
+
+use super::{
+    AudioClip,
+    container::{Container, FrameIter, Msg, Timed, fraction, ticks_to_seconds},
+};
+
+/// One decoded audio frame as `(channels, samples)` `f32`, channel-major. Integer samples
+/// are scaled to [-1, 1) (`x / 2^(bits-1)`; unsigned 8-bit centred first).
+pub(crate) fn frame_samples(f: &frame::Audio) -> Result<(usize, Vec<f32>), Msg> {
+    let channels = usize::from(f.channels()).max(1);
+    let n = f.samples();
+    let mut out = vec![0f32; channels * n];
+    let (kind, planar) = match f.format() {
+        Sample::None => return Err("audio frame without sample format".to_owned()),
+        Sample::U8(t) => (0, t),
+        Sample::I16(t) => (1, t),
+        Sample::I32(t) => (2, t),
+        Sample::I64(t) => (3, t),
+        Sample::F32(t) => (4, t),
+        Sample::F64(t) => (5, t),
+    };
+    let planar = planar == ffmpeg::format::sample::Type::Planar;
+    let width = [1usize, 2, 4, 8, 4, 8][kind];
+    let value = |b: &[u8]| -> f32 {
+        match kind {
+            0 => (f32::from(b[0]) - 128.0) / 128.0,
+            1 => f32::from(i16::from_ne_bytes([b[0], b[1]])) / 32768.0,
+            2 => {
+                (i32::from_ne_bytes(b.try_into().unwrap_or_default()) as f64 / 2147483648.0) as f32
+            }
+            3 => {
+                (i64::from_ne_bytes(b.try_into().unwrap_or_default()) as f64 / 9.223372036854776e18)
+                    as f32
+            }
+            4 => f32::from_ne_bytes(b.try_into().unwrap_or_default()),
+            _ => f64::from_ne_bytes(b.try_into().unwrap_or_default()) as f32,
+        }
+    };
+    // SAFETY: FFmpeg's extended_data holds one plane per channel (planar) or one interleaved
+    // plane, each of at least `samples * width` (times channels) bytes.
+    let plane = |p: usize, len: usize| unsafe {
+        std::slice::from_raw_parts(*(*f.as_ptr()).extended_data.add(p), len)
+    };
+    if planar {
+        for c in 0..channels {
+            let data = plane(c, n * width);
+            for (s, chunk) in data.chunks_exact(width).enumerate() {
+                out[c * n + s] = value(chunk);
+            }
+        }
+    } else {
+        let data = plane(0, n * width * channels);
+        for (i, chunk) in data.chunks_exact(width).enumerate() {
+            out[(i % channels) * n + i / channels] = value(chunk);
+        }
+    }
+    Ok((channels, out))
+}
+
+/// Samples `[from, to)` of a `(channels, n)` buffer, appended per channel.
+struct Parts {
+    channels: usize,
+    chunks: Vec<(Vec<f32>, usize, usize, usize)>,
+    count: usize,
+}
+
+impl Parts {
+    fn push(&mut self, (channels, data): (usize, Vec<f32>), from: usize, to: Option<usize>) {
+        self.channels = channels;
+        let n = data.len() / channels.max(1);
+        let from = from.min(n);
+        let to = to.map_or(n, |t| t.min(n)).max(from);
+        self.count += to - from;
+        self.chunks.push((data, n, from, to));
+    }
+
+    fn into_clip(self, start: f64, end: f64) -> AudioClip {
+        let mut data = Vec::with_capacity(self.channels * self.count);
+        for c in 0..self.channels {
+            for (chunk, n, from, to) in &self.chunks {
+                data.extend_from_slice(&chunk[c * n + from..c * n + to]);
+            }
+        }
+        AudioClip { channels: self.channels, samples: self.count, data, timestamps: (start, end) }
+    }
+}
+
+/// Python's `int(x)` of a float, where the reference truncates.
+fn int(x: f64) -> i64 {
+    x.trunc() as i64
+}
+
+/// The reference's slice bound `[:k]` / `[k:]` of a length `n` axis for a Python int `k`.
+fn py_bound(k: i64, n: usize) -> usize {
+    if k < 0 { (n as i64 + k).max(0) as usize } else { (k as usize).min(n) }
+}
+
+pub(crate) fn audio_clips(
+    c: &mut Container,
+    stream: usize,
+    ranges: &[(f64, f64)],
+) -> Result<Vec<AudioClip>, Msg> {
+    let (rate, time_base) = {
+        let st = c.input.stream(stream).ok_or("audio stream vanished")?;
+        let rate = ffmpeg::codec::context::Context::from_parameters(st.parameters())
+            .and_then(|ctx| ctx.decoder().audio())
+            .map(|d| d.rate())
+            .map_err(|e| format!("unsupported audio codec: {e}"))?;
+        (rate, fraction(st.time_base()).ok_or("audio stream without time base")?)
+    };
+    if rate == 0 {
+        return Err("audio streams without sample rate are not supported".to_owned());
+    }
+    let sr = f64::from(rate);
+    let mut out = Vec::new();
+    let mut iter = FrameIter::<frame::Audio>::new(c, stream)?;
+    for &(start_time, end_time) in ranges {
+        // Seek near the start (the container's default stream decides where it lands).
+        c.seek(int(start_time * 1_000_000.0), None, true)?;
+        // A fresh `decode(audio=0)` generator per clip, on a flushed decoder.
+        iter.flush();
+        iter.restart();
+        let desired = end_time.is_finite().then(|| int((end_time - start_time) * sr + 0.5));
+        let mut parts = Parts { channels: 1, chunks: Vec::new(), count: 0 };
+        let (mut clip_start, mut clip_end): (Option<f64>, Option<f64>) = (None, None);
+        let mut previous: Option<frame::Audio> = None;
+        while let Some(f) = iter.next(c)? {
+            let pts = f.pts().ok_or("audio frame has no timestamp")?;
+            let t = ticks_to_seconds(pts, time_base);
+            let d = ticks_to_seconds(Timed::duration(&f), time_base);
+            if t < start_time {
+                previous = Some(f);
+                continue;
+            }
+            if clip_start.is_none() {
+                if let Some(p) = previous.take() {
+                    // Crop the frame before the start to the start.
+                    let p_start = ticks_to_seconds(p.pts().unwrap_or(0), time_base);
+                    let samples = frame_samples(&p)?;
+                    let n = samples.1.len() / samples.0.max(1);
+                    let from = py_bound(int((start_time - p_start) * sr + 0.5), n);
+                    parts.push(samples, from, None);
+                    clip_start = Some(start_time);
+                } else {
+                    clip_start = Some(t);
+                }
+            }
+            if t + d >= end_time {
+                // Crop the last frame to the end time.
+                let samples = frame_samples(&f)?;
+                let mut take = int((end_time - t) * sr + 0.5);
+                let projected = parts.count as i64 + take;
+                if let Some(want) = desired {
+                    // COMPAT(energon 7.4.1): av_decoder.py:AVDecoder.get_audio_clips — within
+                    // one sample of the desired length, the last frame is cut to give it.
+                    if (projected - want).abs() > 0 && (projected - want).abs() < 2 {
+                        take = want - parts.count as i64;
+                    }
+                }
+                let n = samples.1.len() / samples.0.max(1);
+                parts.push(samples, 0, Some(py_bound(take, n)));
+                clip_end = Some(end_time);
+                break;
+            }
+            parts.push(frame_samples(&f)?, 0, None);
+            clip_end = Some(t + d);
+        }
+        if let (false, Some(s), Some(e)) = (parts.chunks.is_empty(), clip_start, clip_end) {
+            out.push(parts.into_clip(s, e));
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,237 @@
+//! Stream metadata as the reference's `AVDecoder.get_metadata` computes it (header values
+//! first, demuxing or decoding only for what the header lacks and the flags ask for), and the
+//! file type of the content as the `filetype` package guesses it.
+
+use ffmpeg::{frame, media::Type};
+use ffmpeg_next as ffmpeg;
+
+use super::container::{Container, FrameIter, Msg, Timed, fraction, known};
+
+/// What `get_metadata` computes; the defaults are the reference's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetadataRequest {
+    /// Video metadata at all.
+    pub video: bool,
+    /// Video duration by demuxing when the header has none.
+    pub video_duration: bool,
+    /// Frame count by demuxing when not known otherwise.
+    pub video_frame_count: bool,
+    /// Frame size from the first decoded frame.
+    pub video_frame_size: bool,
+    /// Audio metadata at all.
+    pub audio: bool,
+    /// Audio duration by demuxing when the header has none.
+    pub audio_duration: bool,
+    /// Audio sample count by decoding.
+    pub audio_num_samples: bool,
+}
+
+impl Default for MetadataRequest {
+    fn default() -> Self {
+        MetadataRequest {
+            video: true,
+            video_duration: true,
+            video_frame_count: true,
+            video_frame_size: true,
+            audio: true,
+            audio_duration: true,
+            audio_num_samples: false,
+        }
+    }
+}
+
+/// The reference's `AVMetadata` fields.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AvMeta {
+    /// Video duration in seconds.
+    pub video_duration: Option<f64>,
+    /// Frames per second.
+    pub video_fps: Option<f64>,
+    /// Number of video frames (packets with a PTS).
+    pub video_num_frames: Option<u64>,
+    /// Frame width.
+    pub video_width: Option<u32>,
+    /// Frame height.
+    pub video_height: Option<u32>,
+    /// Audio duration in seconds.
+    pub audio_duration: Option<f64>,
+    /// Audio channels.
+    pub audio_channels: Option<u32>,
+    /// Audio sample rate.
+    pub audio_sample_rate: Option<u32>,
+    /// Number of audio samples (decoded).
+    pub audio_num_samples: Option<u64>,
+}
+
+pub(crate) fn sample_rate(c: &Container, stream: usize) -> Result<f64, Msg> {
+    let st = c.input.stream(stream).ok_or("audio stream vanished")?;
+    // SAFETY: valid codec parameters of an open stream.
+    let rate = unsafe { (*st.parameters().as_ptr()).sample_rate };
+    if rate <= 0 {
+        return Err("audio streams without sample rate are not supported".to_owned());
+    }
+    Ok(f64::from(rate))
+}
+
+/// `(ticks - start_time) * float(time_base)`.
+fn seconds(ticks: i64, start_time: i64, time_base: ffmpeg::Rational) -> f64 {
+    let ticks = known(start_time).map_or(ticks, |s| ticks - s) as f64;
+    match fraction(time_base) {
+        Some((n, d)) => ticks * (n as f64 / d as f64),
+        None => ticks,
+    }
+}
+
+/// Demuxes stream `index` from the current position: packets with a PTS, and the end
+/// (`pts + duration`) of the last one.
+fn demux(c: &mut Container, index: usize) -> Result<(u64, Option<i64>), Msg> {
+    let (mut count, mut last) = (0, None);
+    while let Some(p) = c.next_packet(index)? {
+        if let Some(pts) = p.pts() {
+            count += 1;
+            last = Some(pts + p.duration());
+        }
+    }
+    Ok((count, last))
+}
+
+pub(crate) fn metadata(c: &mut Container, req: MetadataRequest) -> Result<AvMeta, Msg> {
+    let mut m = AvMeta::default();
+    if let (true, Some(v)) = (req.video, c.first(Type::Video)) {
+        let st = c.input.stream(v).ok_or("video stream vanished")?;
+        let (tb, start, rate) = (st.time_base(), st.start_time(), st.avg_frame_rate());
+        // SAFETY: valid codec parameters of an open stream.
+        let (pw, ph) = unsafe {
+            let p = st.parameters();
+            ((*p.as_ptr()).width, (*p.as_ptr()).height)
+        };
+        let mut duration = known(st.duration());
+        if req.video_duration && duration.is_none() {
+            let (count, last) = demux(c, v)?;
+            m.video_num_frames = Some(count);
+            duration = last;
+        }
+        m.video_duration = duration.map(|d| seconds(d, start, tb));
+        if req.video_frame_count && m.video_num_frames.is_none() {
+            m.video_num_frames = Some(demux(c, v)?.0);
+        }
+        m.video_fps = match fraction(rate) {
+            Some((n, d)) => Some(n as f64 / d as f64),
+            None => match (m.video_num_frames, m.video_duration) {
+                (Some(n), Some(d)) if d != 0.0 => Some(n as f64 / d),
+                _ => None,
+            },
+        };
+        if req.video_frame_size {
+            c.seek(0, None, true)?;
+            let mut frames = FrameIter::<frame::Video>::new(c, v)?;
+            match frames.next(c)? {
+                Some(f) => (m.video_width, m.video_height) = (Some(f.width()), Some(f.height())),
+                None => (m.video_width, m.video_height) = (Some(pw as u32), Some(ph as u32)),
+            }
+        }
+    }
+    if let (true, Some(a)) = (req.audio, c.first(Type::Audio)) {
+        let st = c.input.stream(a).ok_or("audio stream vanished")?;
+        let (tb, start) = (st.time_base(), st.start_time());
+        // SAFETY: valid codec parameters of an open stream.
+        let (rate, channels) = unsafe {
+            let p = st.parameters().as_ptr();
+            ((*p).sample_rate, (*p).ch_layout.nb_channels)
+        };
+        m.audio_sample_rate = (rate > 0).then_some(rate as u32);
+        let mut duration = known(st.duration());
+        if req.audio_num_samples {
+            c.seek(0, None, true)?;
+            let mut frames = FrameIter::<frame::Audio>::new(c, a)?;
+            let (mut n, mut last) = (0u64, None);
+            while let Some(f) = frames.next(c)? {
+                if let Some(pts) = f.pts() {
+                    last = Some(pts + Timed::duration(&f));
+                }
+                n += f.samples() as u64;
+            }
+            m.audio_num_samples = Some(n);
+            if last.is_some() {
+                duration = last;
+            }
+        }
+        if req.audio_duration && duration.is_none() {
+            c.seek(0, None, true)?;
+            if let (_, Some(last)) = demux(c, a)? {
+                duration = Some(last);
+            }
+        }
+        m.audio_duration = duration.map(|d| seconds(d, start, tb));
+        m.audio_channels = Some(channels.max(0) as u32);
+    }
+    Ok(m)
+}
+
+fn at(buf: &[u8], offset: usize, sig: &[u8]) -> bool {
+    buf.get(offset..offset + sig.len()) == Some(sig)
+}
+
+fn find(buf: &[u8], needle: &[u8]) -> bool {
+    buf.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The extension `filetype.guess` gives for the video and audio types among its matchers,
+/// tried in its order on the first 8192 bytes; images and other types give `None`.
+pub fn guess_extension(data: &[u8]) -> Option<&'static str> {
+    let buf = &data[..data.len().min(8192)];
+    let isobmff = buf.len() >= 16
+        && at(buf, 4, b"ftyp")
+        && buf.len() >= u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+    let brands = || {
+        let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+        let major = &buf[8..12];
+        let compatible: Vec<&[u8]> =
+            (16..len).step_by(4).filter_map(|i| buf.get(i..i + 4)).collect();
+        (major, compatible)
+    };
+    let ebml = at(buf, 0, &[0x1a, 0x45, 0xdf, 0xa3]);
+    let mp4_brand = |b: &[u8]| matches!(b, b"mp41" | b"mp42" | b"isom");
+    if isobmff {
+        let (major, compatible) = brands();
+        if compatible.iter().any(|b| mp4_brand(b)) || mp4_brand(major) {
+            return Some("mp4");
+        }
+    }
+    if buf.len() > 10 && at(buf, 0, &[0, 0, 0, 0x1c]) && at(buf, 4, b"ftypM4V") {
+        return Some("m4v");
+    }
+    if ebml && find(buf, b"\x42\x82\x88matroska") {
+        return Some("mkv");
+    }
+    if isobmff && brands().0 == b"qt  " {
+        return Some("mov");
+    }
+    if buf.len() > 11 && at(buf, 0, b"RIFF") && at(buf, 8, b"AVI ") {
+        return Some("avi");
+    }
+    if ebml && find(buf, b"\x42\x82\x84webm") {
+        return Some("webm");
+    }
+    if buf.len() > 3 && at(buf, 0, b"FLV\x01") {
+        return Some("flv");
+    }
+    if buf.len() > 1 && buf[0] == 0xff && (buf[1] == 0xf1 || buf[1] == 0xf9) {
+        return Some("aac");
+    }
+    if buf.len() > 2
+        && (at(buf, 0, b"ID3")
+            || at(buf, 0, &[0xff, 0xf2])
+            || at(buf, 0, &[0xff, 0xf3])
+            || at(buf, 0, &[0xff, 0xfb]))
+    {
+        return Some("mp3");
+    }
+    if buf.len() > 3 && at(buf, 0, b"fLaC") {
+        return Some("flac");
+    }
+    if buf.len() > 11 && at(buf, 0, b"RIFF") && at(buf, 8, b"WAVE") {
+        return Some("wav");
+    }
+    None
+}
