@@ -1,6 +1,7 @@
 //! Samples and batches as the Python dataclasses of `energon_rs.sample`.
 //!
-//! A batch is collated off the GIL, on the loader's pump thread ([`Collated::new`]), the way the
+//! A batch is collated off the GIL, on the loader's worker thread that made it
+//! ([`Collated::new`], called by the batch stage), the way the
 //! reference's default batching does it: a tensor field is stacked with zero padding into one
 //! array, every other field becomes a list, and the batch is a sample of the same type whose
 //! fields hold these.
