@@ -7,6 +7,8 @@
 //! `errors`. Each method converts its arguments, calls into the Rust crates with the GIL
 //! released, and converts the result.
 
+#[cfg(feature = "video")]
+mod av;
 mod buffer;
 mod convert;
 mod dataset;
@@ -45,6 +47,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     m.add_class::<buffer::Buffer>()?;
+    #[cfg(feature = "video")]
+    m.add_class::<av::PyAvDecoder>()?;
     m.add_class::<dataset::Reader>()?;
     m.add_class::<dataset::DatasetSpec>()?;
     m.add_class::<loader::PyLoader>()?;

@@ -90,7 +90,7 @@ _NAMES = frozenset(REFERENCE_NAMES)
 
 #: energon_rs modules whose names the aliases also offer (after the package's own).
 _SOURCES = ("energon_rs", "energon_rs.rng", "energon_rs.task_encoder", "energon_rs.loader",
-            "energon_rs.sample", "energon_rs.cache", "energon_rs.worker", "energon_rs.media",
+            "energon_rs.sample", "energon_rs.cache", "energon_rs.worker", "energon_rs.av", "energon_rs.media",
             "energon_rs.sample_utils", "energon_rs.fork_hook", "energon_rs.epath",
             "energon_rs.prepare", "energon_rs.wrappers",
             "energon_rs.cache_pool", "energon_rs.watchdog", "energon_rs.transforms")
