@@ -24,12 +24,51 @@ use crate::buffer::Buffer;
 
 static SAMPLE_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 static FROM_NUMPY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static PIL_FROM_ARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// The fields of the sample types that hold decoded images (a list of them for `images`).
+const IMAGE_FIELDS: [&str; 2] = ["image", "images"];
+
+/// How a loader hands values to Python.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Output {
+    /// Tensors as `torch.Tensor`s (sharing the Rust buffers) instead of numpy arrays.
+    pub(crate) torch: bool,
+    /// Decoded images as `PIL.Image.Image`s (the reference's `pil*` decode modes).
+    pub(crate) pil_images: bool,
+}
+
+impl Output {
+    /// numpy arrays, or torch tensors with `torch`; images as arrays.
+    pub(crate) fn tensors(torch: bool) -> Self {
+        Output { torch, pil_images: false }
+    }
+}
+
+/// Whether an `image_decode` name is one of the reference's `pil*` modes, and the array mode it
+/// is decoded in before it becomes a PIL image.
+pub(crate) fn pil_mode(image_decode: &str) -> Option<&'static str> {
+    // COMPAT(energon 7.4.1): webdataset's imagehandler converts `pil` to RGB, as `pilrgb`.
+    match image_decode {
+        "pil" | "pilrgb" => Some("rgb8"),
+        "pill" => Some("l8"),
+        "pilrgba" => Some("rgba8"),
+        _ => None,
+    }
+}
+
+/// Whether field `name` holds PIL images for a loader with `output` (so batches list them, as
+/// the reference's default batching does with values it cannot stack).
+pub(crate) fn is_pil_image_field(output: Output, name: &str) -> bool {
+    output.pil_images && IMAGE_FIELDS.contains(&name)
+}
 
 /// Converts values for one loader: numpy arrays, or torch tensors sharing their memory.
 pub(crate) struct Converter<'py> {
     py: Python<'py>,
     classes: Bound<'py, PyModule>,
     from_numpy: Option<Bound<'py, PyAny>>,
+    pil_from_array: Option<Bound<'py, PyAny>>,
 }
 
 impl std::fmt::Debug for Converter<'_> {
@@ -39,8 +78,10 @@ impl std::fmt::Debug for Converter<'_> {
 }
 
 impl<'py> Converter<'py> {
-    /// A converter; with `torch`, tensors become `torch.Tensor`s (`torch.from_numpy`, no copy).
-    pub(crate) fn new(py: Python<'py>, torch: bool) -> PyResult<Self> {
+    /// A converter; with `output.torch`, tensors become `torch.Tensor`s (`torch.from_numpy`, no
+    /// copy); with `output.pil_images`, decoded images become PIL images.
+    pub(crate) fn new(py: Python<'py>, output: Output) -> PyResult<Self> {
+        let Output { torch, pil_images } = output;
         let classes = SAMPLE_MODULE
             .get_or_try_init(py, || Ok::<_, PyErr>(py.import("energon_rs.sample")?.unbind()))?
             .bind(py)
@@ -53,7 +94,15 @@ impl<'py> Converter<'py> {
         } else {
             None
         };
-        Ok(Converter { py, classes, from_numpy })
+        let pil_from_array = if pil_images {
+            let f = PIL_FROM_ARRAY.get_or_try_init(py, || {
+                Ok::<_, PyErr>(py.import("PIL.Image")?.getattr("fromarray")?.unbind())
+            })?;
+            Some(f.bind(py).clone())
+        } else {
+            None
+        };
+        Ok(Converter { py, classes, from_numpy, pil_from_array })
     }
 
     /// The interpreter.
@@ -68,6 +117,43 @@ impl<'py> Converter<'py> {
 
     /// A tensor as a numpy array owning the Rust buffer (or a torch tensor over it).
     pub(crate) fn tensor(&self, tensor: Tensor) -> PyResult<Bound<'py, PyAny>> {
+        let array = self.array(tensor)?;
+        match &self.from_numpy {
+            Some(from_numpy) => from_numpy.call1((array,)),
+            None => Ok(array),
+        }
+    }
+
+    /// A decoded image: a PIL image when the loader asks for them, else a tensor.
+    pub(crate) fn image(&self, tensor: Tensor) -> PyResult<Bound<'py, PyAny>> {
+        match &self.pil_from_array {
+            // The array has the decoded mode's layout: HW (L), HWC RGB or RGBA.
+            Some(from_array) => from_array.call1((self.array(tensor)?,)),
+            None => self.tensor(tensor),
+        }
+    }
+
+    /// A field of a sample or batch: decoded images become PIL images when the loader asks
+    /// for them.
+    pub(crate) fn named_field(&self, name: &str, field: Field) -> PyResult<Bound<'py, PyAny>> {
+        if self.pil_from_array.is_none() || !IMAGE_FIELDS.contains(&name) {
+            return self.field(field);
+        }
+        match field {
+            Field::Tensor(t) => self.image(t),
+            Field::Tensors(v) => {
+                let list = PyList::empty(self.py);
+                for t in v {
+                    list.append(self.image(t)?)?;
+                }
+                Ok(list.into_any())
+            }
+            other => self.field(other),
+        }
+    }
+
+    /// A tensor as a numpy array owning the Rust buffer.
+    fn array(&self, tensor: Tensor) -> PyResult<Bound<'py, PyAny>> {
         let py = self.py;
         let Tensor { shape, data } = tensor;
         macro_rules! array {
@@ -95,10 +181,7 @@ impl<'py> Converter<'py> {
                 ));
             }
         };
-        match &self.from_numpy {
-            Some(from_numpy) => from_numpy.call1((array,)),
-            None => Ok(array),
-        }
+        Ok(array)
     }
 
     /// Raw bytes as a read-only `memoryview` (no copy).
@@ -110,7 +193,8 @@ impl<'py> Converter<'py> {
     pub(crate) fn decoded(&self, value: Decoded) -> PyResult<Bound<'py, PyAny>> {
         let py = self.py;
         Ok(match value {
-            Decoded::Image(t) | Decoded::Tensor(t) => self.tensor(t)?,
+            Decoded::Image(t) => self.image(t)?,
+            Decoded::Tensor(t) => self.tensor(t)?,
             Decoded::Text(s) => s.into_pyobject(py)?.into_any(),
             Decoded::Json(v) => self.json(v)?,
             Decoded::Int(i) => i.into_pyobject(py)?.into_any(),

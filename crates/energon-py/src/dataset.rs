@@ -15,7 +15,7 @@ use energon_reader::{Dataset, Decoder, ImageDecode, ReaderOptions, SampleReader}
 use pyo3::prelude::*;
 
 use crate::{
-    convert::Converter,
+    convert::{Converter, Output, pil_mode},
     encoder::PyEncoder,
     errors::{config_error, to_py_err},
     hooks::{Hooks, Item},
@@ -25,13 +25,14 @@ use crate::{
 };
 
 /// The decoder of the Python API's settings: `image_decode` is one of the reference's names
-/// (`torchrgb`, `rgb8`, ...); `None` keeps every part as raw bytes.
+/// (`torchrgb`, `rgb8`, ...; the `pil*` modes decode to `u8` arrays that the conversion to Python
+/// turns into PIL images, see [`pil_mode`]); `None` keeps every part as raw bytes.
 pub(crate) fn decoder_of(
     image_decode: Option<&str>,
     guess_content: bool,
 ) -> PyResult<Option<Decoder>> {
     let Some(name) = image_decode else { return Ok(None) };
-    let image: ImageDecode = name.parse().map_err(config_error)?;
+    let image: ImageDecode = pil_mode(name).unwrap_or(name).parse().map_err(config_error)?;
     Ok(Some(Decoder { image, guess_content, ..Decoder::default() }))
 }
 
@@ -61,6 +62,8 @@ fn open_reader(
 #[pyclass(name = "_Reader", module = "energon_rs._native", frozen)]
 pub(crate) struct Reader {
     reader: Arc<SampleReader>,
+    /// Images as PIL images (a `pil*` decode mode).
+    pil_images: bool,
 }
 
 #[pymethods]
@@ -81,7 +84,8 @@ impl Reader {
         let reader = py.detach(|| {
             open_reader(&path, &split_part, decoder, split_config, dataset_config, 64)
         })?;
-        Ok(Reader { reader: Arc::new(reader) })
+        let pil_images = image_decode.is_some_and(|m| pil_mode(m).is_some());
+        Ok(Reader { reader: Arc::new(reader), pil_images })
     }
 
     /// Number of samples of the split part (excluded ones included).
@@ -100,7 +104,7 @@ impl Reader {
     fn read(&self, py: Python<'_>, index: u64, torch: bool) -> PyResult<Option<Py<PyAny>>> {
         let reader = Arc::clone(&self.reader);
         let sample = py.detach(move || reader.read(index)).map_err(|e| to_py_err(&e))?;
-        let conv = Converter::new(py, torch)?;
+        let conv = Converter::new(py, Output { torch, pil_images: self.pil_images })?;
         sample.map(|s| Ok(sample_to_py(&conv, s, None)?.unbind())).transpose()
     }
 }
@@ -174,7 +178,9 @@ impl DatasetSpec {
         dataset_config: Option<String>,
         hooks: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let hooks = Arc::new(hooks.map(|h| Hooks::from_py(&h)).transpose()?.unwrap_or_default());
+        let mut hooks = hooks.map(|h| Hooks::from_py(&h)).transpose()?.unwrap_or_default();
+        hooks.set_pil_images(image_decode.is_some_and(|m| pil_mode(m).is_some()));
+        let hooks = Arc::new(hooks);
         let worker_config = WorkerConfig::new(rank, world_size, num_workers)
             .map_err(|e| to_py_err(&e))?
             .with_seed_offset(seed_offset);

@@ -60,7 +60,7 @@ impl WorkerBatch {
                 Item::Py(_) => None,
             })
             .collect();
-        match Collated::new(Batch { samples }) {
+        match Collated::new(Batch { samples }, hooks.output()) {
             Ok(collated) => WorkerBatch::Collated(collated),
             Err(message) => WorkerBatch::Failed(message),
         }

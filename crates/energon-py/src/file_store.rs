@@ -16,7 +16,11 @@ use energon_reader::{
 };
 use pyo3::{prelude::*, types::PyDict};
 
-use crate::{convert::Converter, dataset::decoder_of, errors::to_py_err};
+use crate::{
+    convert::{Converter, Output, pil_mode},
+    dataset::decoder_of,
+    errors::to_py_err,
+};
 
 /// Which kind of store, as the Python wrappers name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +114,7 @@ impl PyFileStore {
     fn get<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
         let store = Arc::clone(&self.store);
         let Some((data, source)) = found(py.detach(|| store.get(name)))? else { return Ok(None) };
-        let conv = Converter::new(py, false)?;
+        let conv = Converter::new(py, Output::default())?;
         let pair = (conv.bytes(data)?, conv.source_info(source)?);
         Ok(Some(pair.into_pyobject(py)?.into_any()))
     }
@@ -131,7 +135,8 @@ impl PyFileStore {
         let Some((value, source)) = found(py.detach(|| store.get_decoded(name)))? else {
             return Ok(None);
         };
-        let conv = Converter::new(py, torch)?;
+        let pil_images = image_decode.is_some_and(|m| pil_mode(m).is_some());
+        let conv = Converter::new(py, Output { torch, pil_images })?;
         let pair = (conv.decoded(value)?, conv.source_info(source)?);
         Ok(Some(pair.into_pyobject(py)?.into_any()))
     }

@@ -19,7 +19,7 @@ use pyo3::{
 use serde_json::{Map, Value};
 
 use crate::{
-    convert::Converter,
+    convert::{Converter, Output},
     encoder::{BatchContexts, CallContext, call_context},
     errors::{config_error, to_py_err},
     file_store::PyFileStore,
@@ -57,7 +57,7 @@ pub(crate) struct Hooks {
     skip: Option<Py<PyAny>>,
     /// The type of a generator hook's outputs (a list subclass).
     many: Option<Py<PyAny>>,
-    torch: bool,
+    output: Output,
     /// What describes the task encoder in a checkpoint's configuration (`key`, `value`).
     config: Vec<(String, String)>,
     /// The first exception a hook raised on a worker thread, re-raised by the loader.
@@ -92,15 +92,20 @@ impl Hooks {
             encode_batch: get("encode_batch")?,
             skip: get("skip")?,
             many: get("many")?,
-            torch: obj.getattr("torch")?.extract()?,
+            output: Output::tensors(obj.getattr("torch")?.extract()?),
             config: obj.getattr("config")?.extract()?,
             failure: Mutex::new(None),
         })
     }
 
-    /// Whether tensors are handed to Python as torch tensors.
-    pub(crate) fn torch(&self) -> bool {
-        self.torch
+    /// How values are handed to Python.
+    pub(crate) fn output(&self) -> Output {
+        self.output
+    }
+
+    /// Hands decoded images to Python as PIL images (the reference's `pil*` decode modes).
+    pub(crate) fn set_pil_images(&mut self, pil_images: bool) {
+        self.output.pil_images = pil_images;
     }
 
     /// The entries that describe the task encoder in a checkpoint's configuration.
@@ -163,7 +168,7 @@ impl Hooks {
         f: impl for<'py> FnOnce(Converter<'py>) -> PyResult<Option<R>>,
     ) -> HookResult<R> {
         let res = Python::attach(|py| {
-            Converter::new(py, self.torch).and_then(f).map_err(|err| self.fail(err))
+            Converter::new(py, self.output).and_then(f).map_err(|err| self.fail(err))
         });
         match res {
             Ok(Some(value)) => Ok(value),
@@ -298,7 +303,7 @@ impl Hooks {
         primary: (PathBuf, bool),
     ) -> PyResult<Option<Py<PyAny>>> {
         let Some(make_cook) = &self.make_cook else { return Ok(None) };
-        let conv = Converter::new(py, self.torch)?;
+        let conv = Converter::new(py, self.output)?;
         let subflavors = match subflavors {
             Some(map) => conv.json(Value::Object(map.clone()))?,
             None => py.None().into_bound(py),
@@ -347,7 +352,7 @@ impl Hooks {
     ) -> energon_cook::Result<()> {
         let Some(on_error) = &self.on_error else { return Ok(()) };
         Python::attach(|py| {
-            let conv = Converter::new(py, self.torch)?;
+            let conv = Converter::new(py, self.output)?;
             let exc = to_py_err(err).into_value(py);
             let sources = PyTuple::new(py, [conv.source_info(source)?])?;
             on_error.bind(py).call1((exc, sources))?;
@@ -382,7 +387,7 @@ impl Hooks {
         batch: Keyed<Batch<Item>>,
         contexts: BatchContexts,
     ) -> PyResult<Option<Py<PyAny>>> {
-        let conv = Converter::new(py, self.torch)?;
+        let conv = Converter::new(py, self.output)?;
         let list = PyList::empty(py);
         for keyed in batch.value.samples {
             list.append(item_to_py(&conv, keyed.value)?)?;

@@ -192,7 +192,7 @@ impl PyLoader {
         if state.is_some() {
             self.state = state;
         }
-        let conv = Converter::new(py, self.hooks.torch())?;
+        let conv = Converter::new(py, self.hooks.output())?;
         let res = match prepared {
             Prepared::Sample(Keyed { restore_key, value }) => {
                 sample_to_py(&conv, value, Some(&restore_key))?

@@ -13,7 +13,7 @@ use pyo3::{
 use serde_json::Value;
 
 use crate::{
-    convert::Converter,
+    convert::{Converter, Output},
     errors::{config_error, to_py_err},
     file_store::PyFileStore,
 };
@@ -64,7 +64,7 @@ pub(crate) fn resolve_metadataset<'py>(
         BlendMode::SampleRepetitions => "sample_repetitions",
         _ => "none",
     };
-    let conv = Converter::new(py, false)?;
+    let conv = Converter::new(py, Output::default())?;
     let leaves = PyList::empty(py);
     for leaf in split.leaves {
         let d = PyDict::new(py);

@@ -241,7 +241,7 @@ impl LeafLoad {
         }
         let row = joined.row;
         Python::attach(|py| -> PyResult<Option<Item>> {
-            let conv = Converter::new(py, self.hooks.torch())?;
+            let conv = Converter::new(py, self.hooks.output())?;
             let list = PyList::empty(py);
             for sample in samples {
                 match sample {

@@ -13,7 +13,7 @@ use pyo3::{
     types::{PyDict, PyList},
 };
 
-use crate::convert::Converter;
+use crate::convert::{Converter, Output, is_pil_image_field};
 
 /// A sample as a dataclass (a `CrudeSample` dict for crude samples); `key` is the loader's
 /// restore key of the item, when there is one.
@@ -35,7 +35,8 @@ pub(crate) fn sample_to_py<'py>(
     let (meta, fields) = sample.into_fields();
     conv.meta_into(meta, key, &py_kwargs)?;
     for (name, value) in fields {
-        py_kwargs.set_item(name, conv.field(value)?)?;
+        let value = conv.named_field(&name, value)?;
+        py_kwargs.set_item(name, value)?;
     }
     conv.class(type_name)?.call((), Some(&py_kwargs))
 }
@@ -60,9 +61,9 @@ pub(crate) struct Collated {
 }
 
 impl Collated {
-    /// Collates a batch of samples of one type: tensor fields stacked, others listed. The
-    /// batch's restore key is set by [`with_key`](Self::with_key).
-    pub(crate) fn new(batch: Batch<Sample>) -> Result<Self, String> {
+    /// Collates a batch of samples of one type: tensor fields stacked, others (and images that
+    /// become PIL images) listed. The batch's restore key is set by [`with_key`](Self::with_key).
+    pub(crate) fn new(batch: Batch<Sample>, output: Output) -> Result<Self, String> {
         let Batch { samples } = batch;
         let restore_key = RestoreKey::default();
         let Some(first) = samples.first() else {
@@ -102,7 +103,12 @@ impl Collated {
         }
         let columns = columns
             .into_iter()
-            .map(|(name, values)| Ok((name, stack_if_tensors(values)?)))
+            .map(|(name, values)| {
+                if is_pil_image_field(output, &name) {
+                    return Ok((name, Column::Values(values)));
+                }
+                Ok((name, stack_if_tensors(values)?))
+            })
             .collect::<Result<_, String>>()?;
         Ok(Collated { restore_key, type_name, crude, metas, columns })
     }
@@ -141,7 +147,7 @@ impl Collated {
                 Column::Values(values) => {
                     let list = PyList::empty(py);
                     for v in values {
-                        list.append(conv.field(v)?)?;
+                        list.append(conv.named_field(&name, v)?)?;
                     }
                     list.into_any()
                 }

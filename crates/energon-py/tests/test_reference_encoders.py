@@ -108,14 +108,10 @@ def test_the_decoded_images_have_the_reference_shapes(style):
     ]
 
 
-_NO_PIL = (
-    "energon_rs does not decode images to PIL images yet (image_decode='pil', docs/compat.md: "
-    "not yet supported): building the dataset raises ConfigError 'unknown image decode mode'"
-)
 #: Configurations where energon_rs does not (yet) give the reference's items, with the cause.
-RUN_XFAIL: dict = {"caption_tiles_pil": _NO_PIL}
+RUN_XFAIL: dict = {}
 #: Restores (configuration, save point) where energon_rs does not continue as the run did.
-RESTORE_XFAIL: dict = {("caption_tiles_pil", 0): _NO_PIL, ("caption_tiles_pil", 3): _NO_PIL}
+RESTORE_XFAIL: dict = {}
 
 
 def _mark(name, xfails):

@@ -3,6 +3,7 @@ from typing import Any, Iterator, Optional, final
 
 __version__: str
 __all__ = [
+    "AvDecoder",
     "CheckpointError",
     "ConfigError",
     "CorruptDatasetError",
@@ -35,6 +36,33 @@ class LoaderError(EnergonError): ...
 class MissingFileError(EnergonError, FileNotFoundError): ...
 class ConfigError(EnergonError, ValueError): ...
 class EnergonIOError(EnergonError, OSError): ...
+
+@final
+class AvDecoder:
+    def __new__(cls, data: bytes, origin: str = ...) -> AvDecoder: ...
+    def extension(self) -> Optional[str]: ...
+    def index_mode(self) -> str: ...
+    def video_clips(
+        self,
+        ranges: list[tuple[float, float]],
+        unit: str,
+        out_size: Optional[tuple[int, int]] = None,
+    ) -> tuple[list[Any], list[list[tuple[float, float]]]]: ...
+    def audio_clips(
+        self, ranges: list[tuple[float, float]], unit: str
+    ) -> tuple[list[Any], list[list[tuple[float, float]]]]: ...
+    def has_video_stream(self) -> bool: ...
+    def has_audio_stream(self) -> bool: ...
+    def metadata(
+        self,
+        video: bool,
+        video_duration: bool,
+        video_frame_count: bool,
+        video_frame_size: bool,
+        audio: bool,
+        audio_duration: bool,
+        audio_num_samples: bool,
+    ) -> dict[str, Any]: ...
 
 @final
 class _Buffer:
