@@ -86,10 +86,16 @@ class _Step:
         self.t = transform
 
     def __call__(self, matrix: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        import torch
-        from torchvision import transforms as T
-
         t = self.t
+        try:
+            import torch
+            from torchvision import transforms as T
+        except ImportError:
+            # Without torchvision, `t` is none of its transforms.
+            raise NotImplementedError(
+                f"{type(t).__name__} cannot be merged (no matrix for it)"
+            ) from None
+
         w, h = int(size[0]), int(size[1])
         if isinstance(t, T.RandomResizedCrop):
             i, j, ch, cw = t.get_params(_dims(size), t.scale, t.ratio)
