@@ -12,12 +12,21 @@ use serde_json::Value;
 use super::pynum::py_float_repr;
 use super::resolve::{ImplicitTag, resolve_plain};
 
-/// Options of [`dump_yaml`].
+/// Options of [`dump_yaml`]: `DumpOptions::default().sort_keys(true)`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DumpOptions {
     /// Sort mapping keys (PyYAML's default `sort_keys=True`); `false` keeps insertion order, as
     /// Energon's `yaml.dump(..., sort_keys=False)` calls do.
     pub sort_keys: bool,
+}
+
+impl DumpOptions {
+    /// Whether mapping keys are sorted.
+    pub fn sort_keys(mut self, sort_keys: bool) -> Self {
+        self.sort_keys = sort_keys;
+        self
+    }
 }
 
 /// Serializes `value` exactly as PyYAML's `yaml.dump(value, sort_keys=...)` would.
