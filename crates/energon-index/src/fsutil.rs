@@ -91,7 +91,7 @@ impl AtomicFile {
     }
 
     /// Like [`AtomicFile::create`]; the committed file gets the Unix permission bits `mode`
-    /// when set (see [`mode_like`]).
+    /// when set (the mode of a reference file, as prepare gives `.tar.idx` files their shard's).
     pub fn create_with_mode(path: &Path, mode: Option<u32>) -> Result<Self> {
         let tmp_path = tmp_path(path);
         let file = File::create(&tmp_path).map_err(|e| Error::io("cannot create", &tmp_path, e))?;

@@ -3,9 +3,9 @@
 //! Shards are scanned in parallel (`num_workers` threads taking shards in order); the scans stream
 //! through a bounded channel to one SQLite writer, so memory stays flat whatever the dataset size.
 //!
-//! A prepare holds the dataset's [`fsutil::PrepareLock`], writes and syncs every output under a
+//! A prepare holds the dataset's [`PrepareLock`](crate::PrepareLock), writes and syncs every output under a
 //! temporary name unique to the process, and only then renames them into place in a fixed order
-//! with `.info.json` last (see [`fsutil::Staged`]): a failed or killed prepare leaves the previous
+//! with `.info.json` last (staged renames): a failed or killed prepare leaves the previous
 //! index, or a set that readers report as inconsistent, never a silent mix.
 
 use std::{
