@@ -2,7 +2,9 @@
 //! wraps it with the reference's `AVDecoder` methods. Arrays move into numpy without a copy.
 
 use bytes::Bytes;
-use energon_reader::av::{AudioUnit, AvDecoder, AvError, IndexMode, MetadataRequest, VideoUnit};
+use energon_reader::av::{
+    AudioClip, AudioUnit, AvDecoder, AvError, IndexMode, MetadataRequest, VideoClip, VideoUnit,
+};
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::{exceptions::PyValueError, prelude::*, types::PyDict};
 
@@ -39,6 +41,38 @@ fn audio_unit(unit: &str) -> PyResult<AudioUnit> {
     }
 }
 
+impl PyAvDecoder {
+    /// A decoder over a part's bytes (no copy); `origin` names the part in errors.
+    pub(crate) fn over(data: Bytes, origin: String) -> Self {
+        PyAvDecoder { inner: AvDecoder::new(data, origin) }
+    }
+}
+
+/// Video clips as `(frames, height, width, 3)` uint8 arrays (owning the Rust buffers), and
+/// their timestamps.
+pub(crate) fn video_arrays(py: Python<'_>, clips: Vec<VideoClip>) -> PyResult<Clips<'_>> {
+    let mut arrays = Vec::with_capacity(clips.len());
+    let mut stamps = Vec::with_capacity(clips.len());
+    for c in clips {
+        let shape = [c.frames, c.height, c.width, 3];
+        arrays.push(PyArray1::from_vec(py, c.data).reshape(shape)?.into_any());
+        stamps.push(c.timestamps);
+    }
+    Ok((arrays, stamps))
+}
+
+/// Audio clips as `(channels, samples)` float32 arrays, and their timestamps.
+pub(crate) fn audio_arrays(py: Python<'_>, clips: Vec<AudioClip>) -> PyResult<Clips<'_>> {
+    let mut arrays = Vec::with_capacity(clips.len());
+    let mut stamps = Vec::with_capacity(clips.len());
+    for c in clips {
+        let shape = [c.channels, c.samples];
+        arrays.push(PyArray1::from_vec(py, c.data).reshape(shape)?.into_any());
+        stamps.push(c.timestamps);
+    }
+    Ok((arrays, stamps))
+}
+
 #[pymethods]
 impl PyAvDecoder {
     /// A decoder over `data`; `origin` names the part in errors.
@@ -46,6 +80,11 @@ impl PyAvDecoder {
     #[pyo3(signature = (data, origin = String::new()))]
     fn new(data: Vec<u8>, origin: String) -> Self {
         PyAvDecoder { inner: AvDecoder::new(Bytes::from(data), origin) }
+    }
+
+    /// The media bytes, as a read-only `memoryview` (no copy).
+    fn data<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::buffer::Buffer::memoryview(py, self.inner.data().clone())
     }
 
     /// The file type the content gives (`mp4`, `mkv`, `wav`, ...), or None.
@@ -73,14 +112,7 @@ impl PyAvDecoder {
     ) -> PyResult<Clips<'py>> {
         let unit = video_unit(unit)?;
         let clips = py.detach(|| self.inner.video_clips(&ranges, unit, out_size)).map_err(err)?;
-        let mut arrays = Vec::with_capacity(clips.len());
-        let mut stamps = Vec::with_capacity(clips.len());
-        for c in clips {
-            let shape = [c.frames, c.height, c.width, 3];
-            arrays.push(PyArray1::from_vec(py, c.data).reshape(shape)?.into_any());
-            stamps.push(c.timestamps);
-        }
-        Ok((arrays, stamps))
+        video_arrays(py, clips)
     }
 
     /// Audio clips as `(channels, samples)` float32 arrays, and their timestamps.
@@ -92,14 +124,7 @@ impl PyAvDecoder {
     ) -> PyResult<Clips<'py>> {
         let unit = audio_unit(unit)?;
         let clips = py.detach(|| self.inner.audio_clips(&ranges, unit)).map_err(err)?;
-        let mut arrays = Vec::with_capacity(clips.len());
-        let mut stamps = Vec::with_capacity(clips.len());
-        for c in clips {
-            let shape = [c.channels, c.samples];
-            arrays.push(PyArray1::from_vec(py, c.data).reshape(shape)?.into_any());
-            stamps.push(c.timestamps);
-        }
-        Ok((arrays, stamps))
+        audio_arrays(py, clips)
     }
 
     fn has_video_stream(&self) -> PyResult<bool> {

@@ -5,11 +5,13 @@
 //! Which conversions copy: none for tensors (the `Vec` moves into numpy) and raw bytes (a view);
 //! strings and JSON are built as Python objects (a copy, as they must be).
 
+use std::cell::RefCell;
+
 use bytes::Bytes;
 use energon_cook::{KeyPart, RestoreKey};
 use energon_reader::{
     Decoded, SampleMeta, SourceIndex, SourceInfo, Tensor,
-    decode::{Audio, TensorData, Video},
+    decode::{Audio, AvDecode, TensorData, Video},
     sample::Field,
 };
 use numpy::{PyArray1, PyArrayMethods};
@@ -25,6 +27,7 @@ use crate::buffer::Buffer;
 static SAMPLE_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 static FROM_NUMPY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static PIL_FROM_ARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static AV_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
 /// The fields of the sample types that hold decoded images (a list of them for `images`).
 const IMAGE_FIELDS: [&str; 2] = ["image", "images"];
@@ -36,12 +39,52 @@ pub(crate) struct Output {
     pub(crate) torch: bool,
     /// Decoded images as `PIL.Image.Image`s (the reference's `pil*` decode modes).
     pub(crate) pil_images: bool,
+    /// What audio and video parts kept as bytes become.
+    pub(crate) av: AvOutput,
 }
 
 impl Output {
     /// numpy arrays, or torch tensors with `torch`; images as arrays.
     pub(crate) fn tensors(torch: bool) -> Self {
-        Output { torch, pil_images: false }
+        Output { torch, pil_images: false, av: AvOutput::default() }
+    }
+}
+
+/// What an audio or video part that the Rust decoder kept as bytes becomes in Python (the
+/// reference's `av_decode`; its `torch` mode decodes in Rust, see [`av_decode_of`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum AvOutput {
+    /// An `energon_rs.av.AVDecoder` over the part (a `RawVideo` in a wheel without `video`).
+    #[default]
+    Decoder,
+    /// A PyAV container (`av.open` over the bytes).
+    PyAv,
+}
+
+/// The Rust decoding and Python output of an `av_decode` name (`AVDecoder`, `torch` or `pyav`,
+/// the reference's) with its `video_decode_audio`.
+pub(crate) fn av_decode_of(
+    av_decode: &str,
+    video_decode_audio: bool,
+) -> Result<(AvDecode, AvOutput), String> {
+    match av_decode {
+        "AVDecoder" => Ok((AvDecode::Raw, AvOutput::Decoder)),
+        "pyav" => Ok((AvDecode::Raw, AvOutput::PyAv)),
+        "torch" => Ok((AvDecode::Frames { with_audio: video_decode_audio }, AvOutput::Decoder)),
+        other => Err(format!("av_decode must be 'AVDecoder', 'torch' or 'pyav', not {other:?}")),
+    }
+}
+
+/// The name of a sample's media part in errors: dataset, shard, key.
+pub(crate) fn origin_of(meta: &SampleMeta) -> String {
+    match meta.sources.first() {
+        Some(s) => format!(
+            "dataset {}, shard {}, key {}",
+            s.dataset_path.display(),
+            s.shard_name,
+            meta.key
+        ),
+        None => format!("key {}", meta.key),
     }
 }
 
@@ -69,6 +112,10 @@ pub(crate) struct Converter<'py> {
     classes: Bound<'py, PyModule>,
     from_numpy: Option<Bound<'py, PyAny>>,
     pil_from_array: Option<Bound<'py, PyAny>>,
+    av: AvOutput,
+    /// Where the values being converted come from (dataset, shard, key), for the errors of
+    /// the media decoders made from them.
+    origin: RefCell<String>,
 }
 
 impl std::fmt::Debug for Converter<'_> {
@@ -81,7 +128,7 @@ impl<'py> Converter<'py> {
     /// A converter; with `output.torch`, tensors become `torch.Tensor`s (`torch.from_numpy`, no
     /// copy); with `output.pil_images`, decoded images become PIL images.
     pub(crate) fn new(py: Python<'py>, output: Output) -> PyResult<Self> {
-        let Output { torch, pil_images } = output;
+        let Output { torch, pil_images, av } = output;
         let classes = SAMPLE_MODULE
             .get_or_try_init(py, || Ok::<_, PyErr>(py.import("energon_rs.sample")?.unbind()))?
             .bind(py)
@@ -102,7 +149,21 @@ impl<'py> Converter<'py> {
         } else {
             None
         };
-        Ok(Converter { py, classes, from_numpy, pil_from_array })
+        Ok(Converter { py, classes, from_numpy, pil_from_array, av, origin: RefCell::default() })
+    }
+
+    /// Sets where the next values come from (see [`origin_of`]).
+    pub(crate) fn set_origin(&self, origin: String) {
+        *self.origin.borrow_mut() = origin;
+    }
+
+    /// The module `energon_rs.av`.
+    fn av_module(&self) -> PyResult<Bound<'py, PyModule>> {
+        let py = self.py;
+        Ok(AV_MODULE
+            .get_or_try_init(py, || Ok::<_, PyErr>(py.import("energon_rs.av")?.unbind()))?
+            .bind(py)
+            .clone())
     }
 
     /// The interpreter.
@@ -200,6 +261,8 @@ impl<'py> Converter<'py> {
             Decoded::Int(i) => i.into_pyobject(py)?.into_any(),
             Decoded::Audio(a) => self.audio(a)?,
             Decoded::Video(v) => self.video(v)?,
+            #[cfg(feature = "video")]
+            Decoded::Av(av) => self.av_data(av)?,
             Decoded::Bytes(b) => self.bytes(b)?,
             _ => {
                 return Err(pyo3::exceptions::PyTypeError::new_err(
@@ -214,9 +277,42 @@ impl<'py> Converter<'py> {
         self.class("AudioData")?.call1((samples, audio.sample_rate))
     }
 
+    /// An audio or video part kept as bytes: an `AVDecoder` over it (the reference's default
+    /// `av_decode`), a PyAV container, or a `RawVideo` in a wheel without video decoding. `ogg`
+    /// is not on the reference's AV list: its bytes.
     fn video(&self, video: Video) -> PyResult<Bound<'py, PyAny>> {
-        let data = self.bytes(video.data)?;
-        self.class("RawVideo")?.call1((video.format, data))
+        if video.format == "ogg" {
+            return self.bytes(video.data);
+        }
+        match self.av {
+            AvOutput::PyAv => {
+                let data = self.bytes(video.data)?;
+                self.av_module()?.getattr("_pyav_open")?.call1((data,))
+            }
+            #[cfg(feature = "video")]
+            AvOutput::Decoder => {
+                let origin = format!("{} ({})", self.origin.borrow(), video.format);
+                let native = crate::av::PyAvDecoder::over(video.data, origin);
+                let native = Bound::new(self.py, native)?;
+                self.av_module()?.getattr("AVDecoder")?.call_method1("_from_native", (native,))
+            }
+            #[cfg(not(feature = "video"))]
+            AvOutput::Decoder => {
+                let data = self.bytes(video.data)?;
+                self.class("RawVideo")?.call1((video.format, data))
+            }
+        }
+    }
+
+    /// Audio and video decoded in Rust: the reference's `AVData` (torch tensors, video clips
+    /// as the `(frames, 3, height, width)` view), or `None`.
+    #[cfg(feature = "video")]
+    fn av_data(&self, av: Option<energon_reader::av::AvData>) -> PyResult<Bound<'py, PyAny>> {
+        let py = self.py;
+        let Some(av) = av else { return Ok(py.None().into_bound(py)) };
+        let (video, video_ts) = crate::av::video_arrays(py, av.video_clips)?;
+        let (audio, audio_ts) = crate::av::audio_arrays(py, av.audio_clips)?;
+        self.av_module()?.getattr("_av_data")?.call1((video, video_ts, audio, audio_ts))
     }
 
     /// A JSON value as `None`, `bool`, `int`, `float`, `str`, `list` or `dict` (key order kept).

@@ -15,7 +15,7 @@ use energon_reader::{Dataset, Decoder, ImageDecode, ReaderOptions, SampleReader}
 use pyo3::prelude::*;
 
 use crate::{
-    convert::{Converter, Output, pil_mode},
+    convert::{AvOutput, Converter, Output, av_decode_of, pil_mode},
     encoder::PyEncoder,
     errors::{config_error, to_py_err},
     hooks::{Hooks, Item},
@@ -27,13 +27,18 @@ use crate::{
 /// The decoder of the Python API's settings: `image_decode` is one of the reference's names
 /// (`torchrgb`, `rgb8`, ...; the `pil*` modes decode to `u8` arrays that the conversion to Python
 /// turns into PIL images, see [`pil_mode`]); `None` keeps every part as raw bytes.
+/// `av_decode` and `video_decode_audio` are the reference's (see [`av_decode_of`]); the
+/// returned [`AvOutput`] says what the parts left as bytes become in Python.
 pub(crate) fn decoder_of(
     image_decode: Option<&str>,
     guess_content: bool,
-) -> PyResult<Option<Decoder>> {
-    let Some(name) = image_decode else { return Ok(None) };
+    av_decode: &str,
+    video_decode_audio: bool,
+) -> PyResult<(Option<Decoder>, AvOutput)> {
+    let (av, av_output) = av_decode_of(av_decode, video_decode_audio).map_err(config_error)?;
+    let Some(name) = image_decode else { return Ok((None, av_output)) };
     let image: ImageDecode = pil_mode(name).unwrap_or(name).parse().map_err(config_error)?;
-    Ok(Some(Decoder { image, guess_content, ..Decoder::default() }))
+    Ok((Some(Decoder { image, av, guess_content, ..Decoder::default() }), av_output))
 }
 
 /// Opens a [`SampleReader`] with the Python API's decoder settings.
@@ -64,12 +69,19 @@ pub(crate) struct Reader {
     reader: Arc<SampleReader>,
     /// Images as PIL images (a `pil*` decode mode).
     pil_images: bool,
+    /// What audio and video parts become.
+    av: AvOutput,
 }
 
 #[pymethods]
 impl Reader {
     #[new]
-    #[pyo3(signature = (path, split_part = "train", image_decode = Some("torchrgb"), guess_content = false, split_config = None, dataset_config = None))]
+    #[pyo3(signature = (
+        path, split_part = "train", image_decode = Some("torchrgb"), guess_content = false,
+        split_config = None, dataset_config = None, av_decode = "AVDecoder",
+        video_decode_audio = false
+    ))]
+    #[expect(clippy::too_many_arguments, reason = "the Python API's keyword arguments")]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -78,14 +90,16 @@ impl Reader {
         guess_content: bool,
         split_config: Option<String>,
         dataset_config: Option<String>,
+        av_decode: &str,
+        video_decode_audio: bool,
     ) -> PyResult<Self> {
-        let decoder = decoder_of(image_decode, guess_content)?;
+        let (decoder, av) = decoder_of(image_decode, guess_content, av_decode, video_decode_audio)?;
         let split_part = split_part.to_owned();
         let reader = py.detach(|| {
             open_reader(&path, &split_part, decoder, split_config, dataset_config, 64)
         })?;
         let pil_images = image_decode.is_some_and(|m| pil_mode(m).is_some());
-        Ok(Reader { reader: Arc::new(reader), pil_images })
+        Ok(Reader { reader: Arc::new(reader), pil_images, av })
     }
 
     /// Number of samples of the split part (excluded ones included).
@@ -104,7 +118,7 @@ impl Reader {
     fn read(&self, py: Python<'_>, index: u64, torch: bool) -> PyResult<Option<Py<PyAny>>> {
         let reader = Arc::clone(&self.reader);
         let sample = py.detach(move || reader.read(index)).map_err(|e| to_py_err(&e))?;
-        let conv = Converter::new(py, Output { torch, pil_images: self.pil_images })?;
+        let conv = Converter::new(py, Output { torch, pil_images: self.pil_images, av: self.av })?;
         sample.map(|s| Ok(sample_to_py(&conv, s, None)?.unbind())).transpose()
     }
 }
@@ -149,7 +163,7 @@ impl DatasetSpec {
         max_samples_per_sequence = None, parallel_shard_iters = None, shuffle_over_epochs = Some(1),
         virtual_epoch_length = 0, limit = None, packing_buffer_size = None, repeat = None,
         leaf = None, image_decode = Some("torchrgb"), guess_content = false, split_config = None,
-        dataset_config = None, hooks = None
+        dataset_config = None, hooks = None, av_decode = "AVDecoder", video_decode_audio = false
     ))]
     #[expect(clippy::too_many_arguments, reason = "the Python API's keyword arguments")]
     fn new(
@@ -177,14 +191,17 @@ impl DatasetSpec {
         split_config: Option<String>,
         dataset_config: Option<String>,
         hooks: Option<Bound<'_, PyAny>>,
+        av_decode: &str,
+        video_decode_audio: bool,
     ) -> PyResult<Self> {
         let mut hooks = hooks.map(|h| Hooks::from_py(&h)).transpose()?.unwrap_or_default();
         hooks.set_pil_images(image_decode.is_some_and(|m| pil_mode(m).is_some()));
+        let (decoder, av) = decoder_of(image_decode, guess_content, av_decode, video_decode_audio)?;
+        hooks.set_av_output(av);
         let hooks = Arc::new(hooks);
         let worker_config = WorkerConfig::new(rank, world_size, num_workers)
             .map_err(|e| to_py_err(&e))?
             .with_seed_offset(seed_offset);
-        let decoder = decoder_of(image_decode, guess_content)?;
         let kind = py.detach(|| classify(&path)).map_err(|e| to_py_err(&e))?;
         let input = if kind == DatasetKind::Metadataset {
             if split_config.is_some() || dataset_config.is_some() {

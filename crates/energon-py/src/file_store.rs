@@ -121,7 +121,11 @@ impl PyFileStore {
 
     /// File `name` decoded by its part name (what follows the key), with its `SourceInfo`;
     /// `None` if the store has no such file.
-    #[pyo3(signature = (name, image_decode = Some("torchrgb"), guess_content = false, torch = false))]
+    #[pyo3(signature = (
+        name, image_decode = Some("torchrgb"), guess_content = false, torch = false,
+        av_decode = "AVDecoder", video_decode_audio = false
+    ))]
+    #[expect(clippy::too_many_arguments, reason = "the Python API's keyword arguments")]
     fn get_decoded<'py>(
         &self,
         py: Python<'py>,
@@ -129,14 +133,18 @@ impl PyFileStore {
         image_decode: Option<&str>,
         guess_content: bool,
         torch: bool,
+        av_decode: &str,
+        video_decode_audio: bool,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let decoder = decoder_of(image_decode, guess_content)?.unwrap_or_default();
+        let (decoder, av) = decoder_of(image_decode, guess_content, av_decode, video_decode_audio)?;
+        let decoder = decoder.unwrap_or_default();
         let store = DecodeFileStore::new(Arc::clone(&self.store), decoder);
         let Some((value, source)) = found(py.detach(|| store.get_decoded(name)))? else {
             return Ok(None);
         };
         let pil_images = image_decode.is_some_and(|m| pil_mode(m).is_some());
-        let conv = Converter::new(py, Output { torch, pil_images })?;
+        let conv = Converter::new(py, Output { torch, pil_images, av })?;
+        conv.set_origin(format!("{}, file {name}", self.store.path().display()));
         let pair = (conv.decoded(value)?, conv.source_info(source)?);
         Ok(Some(pair.into_pyobject(py)?.into_any()))
     }

@@ -19,7 +19,7 @@ use pyo3::{
 use serde_json::{Map, Value};
 
 use crate::{
-    convert::{Converter, Output},
+    convert::{AvOutput, Converter, Output},
     encoder::{BatchContexts, CallContext, call_context},
     errors::{config_error, to_py_err},
     file_store::PyFileStore,
@@ -106,6 +106,11 @@ impl Hooks {
     /// Hands decoded images to Python as PIL images (the reference's `pil*` decode modes).
     pub(crate) fn set_pil_images(&mut self, pil_images: bool) {
         self.output.pil_images = pil_images;
+    }
+
+    /// What audio and video parts kept as bytes become (the `av_decode` setting).
+    pub(crate) fn set_av_output(&mut self, av: AvOutput) {
+        self.output.av = av;
     }
 
     /// The entries that describe the task encoder in a checkpoint's configuration.

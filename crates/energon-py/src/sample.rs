@@ -13,7 +13,7 @@ use pyo3::{
     types::{PyDict, PyList},
 };
 
-use crate::convert::{Converter, Output, is_pil_image_field};
+use crate::convert::{Converter, Output, is_pil_image_field, origin_of};
 
 /// A sample as a dataclass (a `CrudeSample` dict for crude samples); `key` is the loader's
 /// restore key of the item, when there is one.
@@ -25,6 +25,7 @@ pub(crate) fn sample_to_py<'py>(
     let py_kwargs = PyDict::new(conv.py());
     let type_name = sample.type_name();
     if let Sample::Crude(crude) = sample {
+        conv.set_origin(origin_of(&crude.meta));
         conv.meta_into(crude.meta, key, &py_kwargs)?;
         py_kwargs.set_item("__shard__", crude.shard.as_ref())?;
         for (name, value) in crude.parts {
@@ -33,6 +34,7 @@ pub(crate) fn sample_to_py<'py>(
         return conv.class("CrudeSample")?.call1((py_kwargs,));
     }
     let (meta, fields) = sample.into_fields();
+    conv.set_origin(origin_of(&meta));
     conv.meta_into(meta, key, &py_kwargs)?;
     for (name, value) in fields {
         let value = conv.named_field(&name, value)?;
@@ -126,6 +128,7 @@ impl Collated {
         let keys = PyList::empty(py);
         let subflavors = PyList::empty(py);
         let sources = PyList::empty(py);
+        let origins: Vec<String> = self.metas.iter().map(origin_of).collect();
         for meta in &self.metas {
             keys.append(&meta.key)?;
             subflavors.append(conv.subflavors(meta)?)?;
@@ -146,7 +149,8 @@ impl Collated {
                 Column::Stacked(t) => conv.tensor(t)?,
                 Column::Values(values) => {
                     let list = PyList::empty(py);
-                    for v in values {
+                    for (v, origin) in values.into_iter().zip(&origins) {
+                        conv.set_origin(origin.clone());
                         list.append(conv.named_field(&name, v)?)?;
                     }
                     list.into_any()

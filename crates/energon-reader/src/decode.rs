@@ -73,8 +73,12 @@ pub enum Decoded {
     Tensor(Tensor),
     /// Decoded audio.
     Audio(Audio),
-    /// A video, not decoded.
+    /// A video (or, with [`AvDecode::Raw`], an audio file), not decoded.
     Video(Video),
+    /// Audio and video decoded whole ([`AvDecode::Frames`]: the reference's `get_frames`);
+    /// `None` for a file type that has no frames to give.
+    #[cfg(feature = "video")]
+    Av(Option<crate::av::AvData>),
     /// Undecoded bytes (a zero-copy slice of the shard).
     Bytes(Bytes),
 }
@@ -99,6 +103,14 @@ impl Decoded {
             Decoded::Video(v) => {
                 format!("video {} ({} bytes, not decoded)", v.format, v.data.len())
             }
+            #[cfg(feature = "video")]
+            Decoded::Av(Some(av)) => format!(
+                "av {} video clip(s), {} audio clip(s)",
+                av.video_clips.len(),
+                av.audio_clips.len()
+            ),
+            #[cfg(feature = "video")]
+            Decoded::Av(None) => "av (no frames)".to_owned(),
             Decoded::Bytes(b) => format!("bytes ({} bytes)", b.len()),
         }
     }
@@ -115,8 +127,8 @@ pub(crate) fn json_kind(v: &Value) -> &'static str {
     }
 }
 
-/// A video part. energon-rs does not decode video yet: the bytes are kept as they are in the
-/// shard (no copy), for the caller to hand to a video library.
+/// A video part as it is in the shard (no copy): for [`crate::av::AvDecoder`] (feature `video`)
+/// or another video library to decode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Video {
     /// The container extension (`mp4`, `mkv`, ...).
@@ -127,8 +139,8 @@ pub struct Video {
 
 impl Video {
     /// Why the frames are not available.
-    pub const NOT_DECODED: &'static str = "video decoding is not supported by energon-rs yet; \
-        the part is kept as raw bytes (Video::data) for a video library to decode";
+    pub const NOT_DECODED: &'static str = "the part is kept as raw bytes (Video::data), for \
+        energon_reader::av::AvDecoder (feature video) or a video library to decode";
 }
 
 impl fmt::Display for Video {
@@ -145,7 +157,19 @@ pub enum AvDecode {
     Decode,
     /// Keep audio and video as [`Decoded::Video`] / [`Decoded::Bytes`]-like raw parts.
     Raw,
+    /// Decode the audio and video files of the reference's AV list (`mp4 avi mov webm mkv flv
+    /// flac mp3 wav`) whole into [`Decoded::Av`], as the reference's `av_decode="torch"` does
+    /// (`with_audio`: its `video_decode_audio`); other audio parts (`ogg`) stay bytes. Needs the
+    /// `video` feature: without it, such parts are decode errors.
+    Frames {
+        /// Decode the audio of video files too.
+        with_audio: bool,
+    },
 }
+
+/// The extensions the reference's AV decoder takes (others are left to later handlers).
+const AV_DECODER_EXTENSIONS: &[&str] =
+    &["mp4", "avi", "mov", "webm", "mkv", "flac", "mp3", "wav", "flv"];
 
 /// Why a part could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -301,9 +325,10 @@ impl Decoder {
             PartKind::Audio if self.av == AvDecode::Decode => {
                 Ok(audio::decode_audio(data, &format).map(Decoded::Audio)?)
             }
-            PartKind::Audio | PartKind::Video => {
-                Ok(Decoded::Video(Video { format, data: data.clone() }))
-            }
+            PartKind::Audio | PartKind::Video => match self.av {
+                AvDecode::Frames { with_audio } => decode_frames(data, &format, with_audio),
+                _ => Ok(Decoded::Video(Video { format, data: data.clone() })),
+            },
             PartKind::Text => Ok(std::str::from_utf8(data)
                 .map(|s| Decoded::Text(s.to_owned()))
                 .map_err(|e| format!("text is not valid UTF-8: {e}"))?),
@@ -314,6 +339,27 @@ impl Decoder {
             PartKind::Npy => Ok(npy::decode_npy(data).map(Decoded::Tensor)?),
             PartKind::Bytes => Ok(Decoded::Bytes(data.clone())),
         }
+    }
+}
+
+/// [`AvDecode::Frames`]: the whole file, or its bytes for an extension the reference's AV
+/// decoder does not take.
+fn decode_frames(data: &Bytes, format: &str, with_audio: bool) -> Result<Decoded, DecodeError> {
+    if !AV_DECODER_EXTENSIONS.contains(&format) {
+        return Ok(Decoded::Bytes(data.clone()));
+    }
+    #[cfg(feature = "video")]
+    {
+        let decoder = crate::av::AvDecoder::new(data.clone(), format);
+        decoder.frames(with_audio).map(Decoded::Av).map_err(|e| DecodeError::Invalid(e.reason))
+    }
+    #[cfg(not(feature = "video"))]
+    {
+        let _ = with_audio;
+        Err(DecodeError::Invalid(format!(
+            "decoding {format} frames needs energon-reader's `video` feature (FFmpeg); this \
+             build has none"
+        )))
     }
 }
 

@@ -4,6 +4,10 @@
 feature): clips come back as torch tensors, video ``(frames, 3, height, width)`` uint8 (a
 permuted view of frame-major RGB data, as the reference's), audio ``(channels, samples)``
 float32. Decoding happens when a method is called.
+
+The loader hands out an ``AVDecoder`` for every audio and video part (``mp4 avi mov webm mkv
+flv flac mp3 wav``) with the reference's default ``av_decode="AVDecoder"``; its errors name the
+dataset, shard and key of the part.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import numpy as np
 
 from energon_rs import _native
 
-__all__ = ["AVData", "AVDecoder"]
+__all__ = ["AVData", "AVDecoder", "AVWebdatasetDecoder", "get_clips_uniform", "get_single_frames_uniform"]
 
 
 def _tensor(array: np.ndarray) -> Any:
@@ -63,10 +67,30 @@ class AVDecoder:
         assert "t" not in getattr(stream, "mode", "rb") and not isinstance(stream, io.TextIOBase), (
             "Stream must not be opened in text mode"
         )
-        self.stream = stream
+        self._stream: Optional[BinaryIO] = stream
         self.suppress_warnings = suppress_warnings
         stream.seek(0)
         self._native = _native.AvDecoder(stream.read(), getattr(stream, "name", "") or "")
+
+    @classmethod
+    def _from_native(cls, native: "_native.AvDecoder") -> "AVDecoder":
+        """A decoder over a part the loader read (the shard's bytes, no copy)."""
+        self = cls.__new__(cls)
+        self._stream = None
+        self.suppress_warnings = False
+        self._native = native
+        return self
+
+    @property
+    def stream(self) -> BinaryIO:
+        """The media as a binary stream (made on first use for parts the loader read)."""
+        if self._stream is None:
+            self._stream = io.BytesIO(self._native.data())
+        return self._stream
+
+    @stream.setter
+    def stream(self, stream: BinaryIO) -> None:
+        self._stream = stream
 
     def _get_extension(self) -> Optional[str]:
         return self._native.extension()
@@ -183,3 +207,123 @@ class AVDecoder:
 
     def __repr__(self) -> str:
         return f"AVDecoder(stream={self.stream!r})"
+
+
+def _av_data(
+    video: list[np.ndarray],
+    video_ts: list[tuple[float, float]],
+    audio: list[np.ndarray],
+    audio_ts: list[tuple[float, float]],
+) -> AVData:
+    """The reference's `AVData` of clips decoded on a loader thread (`av_decode="torch"`)."""
+    return AVData(
+        video_clips=[_tensor(a).permute((0, 3, 1, 2)) for a in video],
+        video_timestamps=list(video_ts),
+        audio_clips=[_tensor(a) for a in audio],
+        audio_timestamps=list(audio_ts),
+    )
+
+
+def _pyav_open(data: memoryview) -> Any:
+    """A PyAV input container over a part's bytes (`av_decode="pyav"`)."""
+    try:
+        import av
+    except ImportError as e:
+        raise ImportError('av_decode="pyav" needs PyAV: pip install av') from e
+    return av.open(io.BytesIO(data))
+
+
+
+#: The extensions the reference's AV decoder takes.
+_AV_EXTENSIONS = ("mp4", "avi", "mov", "webm", "mkv", "flac", "mp3", "wav", "flv")
+
+
+class AVWebdatasetDecoder:
+    """The reference's webdataset handler for audio and video parts: `(key, data)` to an
+    `AVDecoder` (`av_decode="AVDecoder"`), its `get_frames` (`"torch"`) or a PyAV container
+    (`"pyav"`); `None` for other extensions."""
+
+    def __init__(self, video_decode_audio: bool, av_decode: str = "AVDecoder") -> None:
+        self.video_decode_audio = video_decode_audio
+        self.av_decode = av_decode
+
+    def read_av_data(self, data: bytes) -> AVDecoder:
+        return AVDecoder(io.BytesIO(data))
+
+    def __call__(self, key: str, data: bytes) -> Any:
+        key = key.lower()
+        if not any(key == e or key.endswith("." + e) for e in _AV_EXTENSIONS):
+            return None
+        decoder = self.read_av_data(data)
+        if self.av_decode == "AVDecoder":
+            return decoder
+        if self.av_decode == "pyav":
+            return _pyav_open(memoryview(data))
+        if self.av_decode == "torch":
+            return decoder.get_frames(video_decode_audio=self.video_decode_audio)
+        raise ValueError(f"Invalid av_decode value: {self.av_decode}")
+
+
+def get_clips_uniform(
+    av_decoder: AVDecoder,
+    clip_duration_seconds: float,
+    num_clips: int,
+    request_video: bool = False,
+    request_audio: bool = False,
+    video_out_frame_size: Optional[tuple[int, int]] = None,
+) -> AVData:
+    """`num_clips` clips of `clip_duration_seconds` each, evenly spread over the media (the
+    shorter of the requested streams); a duration of 0 gives single frames, the first and last
+    half a frame from the ends."""
+    if not (request_video or request_audio):
+        raise ValueError("You must request at least one of video or audio")
+    total = float("inf")
+    if request_video:
+        video_duration, _ = av_decoder.get_video_duration()
+        if video_duration is None:
+            raise ValueError("No video duration found")
+        total = min(total, video_duration)
+    if request_audio:
+        audio_duration = av_decoder.get_audio_duration()
+        if audio_duration is None:
+            raise ValueError("No audio duration found")
+        total = min(total, audio_duration)
+    assert total != float("inf")
+    if clip_duration_seconds == 0:
+        half_frame = 0.5 / av_decoder.get_video_fps()
+        first, last = half_frame, total - half_frame
+    else:
+        first, last = 0, total - clip_duration_seconds
+    ranges = [
+        (float(start), float(start + clip_duration_seconds))
+        for start in np.linspace(first, last, num_clips)
+    ]
+    return av_decoder.get_clips(
+        video_clip_ranges=ranges if request_video else None,
+        audio_clip_ranges=ranges if request_audio else None,
+        video_unit="seconds",
+        audio_unit="seconds",
+        video_out_frame_size=video_out_frame_size,
+    )
+
+
+def get_single_frames_uniform(
+    av_decoder: AVDecoder,
+    num_frames: int,
+    *,
+    video_out_frame_size: Optional[tuple[int, int]] = None,
+    return_timestamps: bool = False,
+) -> Any:
+    """`num_frames` single frames evenly spread over the video, as one `(frames, 3, h, w)`
+    tensor (and their start times with `return_timestamps`)."""
+    import torch
+
+    data = get_clips_uniform(
+        av_decoder, 0, num_frames, request_video=True, video_out_frame_size=video_out_frame_size
+    )
+    if not data.video_clips:
+        raise ValueError("No video frames found")
+    frames = torch.cat(data.video_clips, dim=0)
+    if return_timestamps:
+        return frames, [start for start, _ in data.video_timestamps or []]
+    return frames

@@ -134,10 +134,21 @@ class _NativeStore(FileStore):
         return KeyError(f"no media metadata for {key!r} in {self._native.path}")
 
     def _decoded(
-        self, key: str, image_decode: Optional[str], guess_content: bool, torch: bool
+        self,
+        key: str,
+        image_decode: Optional[str],
+        guess_content: bool,
+        torch: bool,
+        av_decode: str = "AVDecoder",
+        video_decode_audio: bool = False,
     ) -> tuple[Any, SourceInfo]:
         res = self._native.get_decoded(
-            key, image_decode=image_decode, guess_content=guess_content, torch=torch
+            key,
+            image_decode=image_decode,
+            guess_content=guess_content,
+            torch=torch,
+            av_decode=av_decode,
+            video_decode_audio=video_decode_audio,
         )
         if res is None:
             raise self._missing(key)
@@ -236,7 +247,12 @@ class DecodeFileStore(_Wrapper):
         inner = self._inner
         if isinstance(inner, _NativeStore) and self._custom_decode() is None:
             data, source_info = inner._decoded(
-                key, self.decoder.image_decode, self.decoder.guess_content, self._torch
+                key,
+                self.decoder.image_decode,
+                self.decoder.guess_content,
+                self._torch,
+                getattr(self.decoder, "av_decode", "AVDecoder"),
+                getattr(self.decoder, "video_decode_audio", False),
             )
             return unpickle_part(key, data), source_info
         raw, source_info = inner[key]

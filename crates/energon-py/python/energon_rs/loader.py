@@ -163,14 +163,16 @@ def _dataset(
     for name in ("auto_decode", "image_decode", "av_decode", "video_decode_audio", "handler"):
         if name in kwargs:
             warnings.warn(f"{name} is deprecated; set task_encoder.decoder", DeprecationWarning)
-    if "image_decode" in kwargs:
+    legacy = {n: kwargs.pop(n) for n in ("image_decode", "av_decode", "video_decode_audio") if n in kwargs}
+    if legacy:
+        import dataclasses
+
         from .task_encoder import SampleDecoder
 
-        decoder = SampleDecoder(image_decode=kwargs.pop("image_decode"))
+        decoder = dataclasses.replace(decoder or SampleDecoder(), **legacy)
     if kwargs.pop("auto_decode", True) is False:
         decoder = None
-    for name in ("av_decode", "video_decode_audio", "handler"):
-        kwargs.pop(name, None)
+    kwargs.pop("handler", None)
     split_config = kwargs.pop("split_config", None)
     dataset_config = kwargs.pop("dataset_config", None)
     parallel_shard_iters = kwargs.pop("parallel_shard_iters", None)
@@ -202,6 +204,8 @@ def _dataset(
         leaf=leaf,
         image_decode=None if decoder is None else decoder.image_decode,
         guess_content=False if decoder is None else decoder.guess_content,
+        av_decode="AVDecoder" if decoder is None else decoder.av_decode,
+        video_decode_audio=False if decoder is None else decoder.video_decode_audio,
         split_config=split_config,
         dataset_config=dataset_config,
         hooks=hooks,

@@ -65,7 +65,8 @@ class AudioData:
 
 @dataclass(frozen=True)
 class RawVideo:
-    """A video part, not decoded: its container format and its bytes (a memoryview)."""
+    """A video part, not decoded: its container format and its bytes (a memoryview); what a
+    wheel built without video decoding gives for audio and video parts."""
 
     format: str
     data: memoryview
@@ -259,7 +260,8 @@ class VQAOCRSample(Sample):
 
 @dataclass(kw_only=True)
 class VidQASample(Sample):
-    """A question about a video (a `RawVideo`: energon-rs does not decode video), with answers."""
+    """A question about a video (an `energon_rs.av.AVDecoder` with the default `av_decode`),
+    with answers."""
 
     video: Any
     context: Any

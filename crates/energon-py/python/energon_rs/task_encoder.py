@@ -144,8 +144,11 @@ def _seeded(f: Callable[..., Any]) -> Callable[..., Any]:
 @dataclass
 class SampleDecoder:
     """How parts are decoded: `image_decode` is one of the reference's names (`torchrgb`,
-    `rgb8`, `l8`, ...); `guess_content` recognizes media by their bytes. Video is not decoded
-    (parts come as `RawVideo`)."""
+    `rgb8`, `l8`, ...); `guess_content` recognizes media by their bytes. Audio and video parts
+    (`mp4 avi mov webm mkv flv flac mp3 wav`) follow `av_decode`, as in the reference:
+    `"AVDecoder"` gives an `energon_rs.av.AVDecoder` that decodes when called, `"torch"` the
+    whole file decoded on the loader's threads (an `AVData`, with the audio of videos if
+    `video_decode_audio`; `None` for an unknown file type), `"pyav"` a PyAV container."""
 
     image_decode: str = "torchrgb"
     av_decode: str = "AVDecoder"

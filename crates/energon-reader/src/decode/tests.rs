@@ -328,8 +328,34 @@ fn video_stays_raw_with_a_clear_message() {
     let data = data_file("clip.mp4");
     let Decoded::Video(v) = decode(rgb8(), "mp4", &data) else { panic!() };
     assert_eq!((v.format.as_str(), v.data.len()), ("mp4", data.len()));
-    assert!(v.to_string().contains("not supported"), "{v}");
+    assert!(v.to_string().contains("raw bytes"), "{v}");
     assert!(Decoded::Video(v).summary().contains("not decoded"));
+}
+
+#[test]
+fn frames_mode_decodes_the_av_list_whole_and_keeps_ogg_bytes() {
+    let frames = |with_audio| Decoder { av: AvDecode::Frames { with_audio }, ..Decoder::default() };
+    let ogg = Bytes::from_static(b"OggS not decoded");
+    assert_eq!(decode(frames(false), "ogg", &ogg), Decoded::Bytes(ogg.clone()));
+    #[cfg(feature = "video")]
+    {
+        let mp4 = Bytes::from(
+            std::fs::read(energon_fixtures::fixtures_dir().join("av/h264_aac.mp4")).unwrap(),
+        );
+        let Decoded::Av(Some(av)) = decode(frames(false), "mp4", &mp4) else { panic!() };
+        assert_eq!((av.video_clips.len(), av.audio_clips.len()), (1, 0));
+        assert!(av.video_clips[0].frames > 1);
+        let Decoded::Av(Some(av)) = decode(frames(true), "MP4", &mp4) else { panic!() };
+        assert_eq!((av.video_clips.len(), av.audio_clips.len()), (1, 1));
+        // A file type that is not recognized has no frames (the reference's `None`).
+        let junk = Bytes::from_static(b"not a video");
+        assert_eq!(decode(frames(false), "mkv", &junk), Decoded::Av(None));
+    }
+    #[cfg(not(feature = "video"))]
+    {
+        let err = frames(false).decode("mp4", &data_file("clip.mp4")).unwrap_err();
+        assert!(err.contains("`video` feature"), "{err}");
+    }
 }
 
 #[test]

@@ -229,8 +229,9 @@ fn typed_fields_hold_the_decoded_values() {
     assert_eq!(chars_text, None);
     let set = TestSet::new(rich_members(), &typed("VidQASample", "  video: mp4\n  context: txt\n"));
     let Sample::VidQa(s) = set.read(0).unwrap() else { panic!() };
-    assert_eq!(&s.video.data[..], b"not really a video");
-    assert_eq!(s.fields()[0].1, FieldValue::Video(&s.video));
+    let Decoded::Video(video) = &s.video else { panic!("{:?}", s.video) };
+    assert_eq!(&video.data[..], b"not really a video");
+    assert_eq!(s.fields()[0].1, FieldValue::Decoded(&s.video));
     let set = TestSet::new(
         rich_members(),
         &typed("MultiChoiceVQASample", "  image: png,jpg\n  context: txt\n"),

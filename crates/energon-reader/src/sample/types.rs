@@ -1,7 +1,7 @@
 //! The sample types of `megatron.energon`, generated from one table of fields.
 
 use crate::{
-    decode::{Decoded, Tensor, Video},
+    decode::{Decoded, Tensor},
     error::Result,
     field_map::FieldSource,
     sample::{CrudeSample, Field, FieldValue, IntoField, IntoFieldValue, SampleMeta},
@@ -248,8 +248,9 @@ sample_types! {
 
     /// A question about a video, with answers.
     VidQa(VidQaSample, "VidQASample") {
-        /// The video (not decoded, see [`Video`]).
-        video: Video = required,
+        /// The video: its bytes ([`Decoded::Video`]), or its frames with
+        /// [`crate::decode::AvDecode::Frames`].
+        video: Decoded = required,
         /// The question.
         context: String = required,
         /// The answers.
