@@ -8,6 +8,7 @@ use std::{env, process::Command};
 /// `codec` and `software-scaling` features).
 const LIBS: &[&str] = &["libavformat", "libavcodec", "libavutil", "libswscale"];
 
+#[expect(clippy::print_stderr, reason = "a build script tells cargo's user through stderr")]
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     for var in ["FFMPEG_DIR", "PKG_CONFIG", "PKG_CONFIG_PATH", "FFMPEG_PKG_CONFIG_PATH"] {
