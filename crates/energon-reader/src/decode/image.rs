@@ -143,7 +143,7 @@ pub(crate) fn decode_image(
     // refuse images Pillow opens.
     let mut reader = ImageReader::with_format(Cursor::new(data), format);
     reader.no_limits();
-    let img = reader.decode().map_err(bad)?;
+    let img = pil_i16_to_8(reader.decode().map_err(bad)?);
     let (width, height) = (img.width() as usize, img.height() as usize);
     let hwc = match channels {
         1 => to_pil_luma(img),
@@ -228,6 +228,21 @@ fn to_chw_unit(hwc: &[u8], channels: usize) -> Vec<f32> {
         res.extend(hwc[c..].iter().step_by(channels).map(|&v| unit(v)));
     }
     res
+}
+
+/// COMPAT(Pillow 13): 16-bit grayscale (PNG, TIFF) opens as mode `I;16`, whose conversion to
+/// `L`, `RGB` and `RGBA` clips the values to 255 (rather than scaling them); other images as
+/// they are.
+fn pil_i16_to_8(img: DynamicImage) -> DynamicImage {
+    match img {
+        DynamicImage::ImageLuma16(gray) => {
+            let (w, h) = gray.dimensions();
+            DynamicImage::ImageLuma8(image::GrayImage::from_fn(w, h, |x, y| {
+                image::Luma([gray.get_pixel(x, y)[0].min(255) as u8])
+            }))
+        }
+        other => other,
+    }
 }
 
 /// Grayscale as PIL's `convert("L")` computes it from RGB (see [`pil_luma`]); gray images keep
