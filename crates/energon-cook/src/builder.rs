@@ -423,7 +423,10 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
 
     /// The configuration a checkpoint of this loader records (and a restore compares).
     pub fn config(&self) -> Result<PipelineConfig> {
-        let plan = self.plan()?;
+        Ok(self.config_of(&*self.plan()?))
+    }
+
+    fn config_of(&self, plan: &MixPlan) -> PipelineConfig {
         let mut config = self.common.config(&plan.worker_config, &*self.encoder);
         config.insert("dataset.mode", format!("{:?}", plan.mode));
         config.insert("dataset.repeat", plan.options.repeat);
@@ -457,20 +460,21 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
                 config.insert(format!("_leaf.{i}.aux.{name}"), store.path().display());
             }
         }
-        Ok(config)
+        config
     }
 
     /// The pipelines of every local worker up to the task encoder's sample stages (encoded,
     /// packed, not batched), without a loader; pipeline `w` is local worker `w`'s.
     pub fn build_sample_pipelines(&self) -> Result<Vec<BoxStage<E::Encoded>>> {
-        Ok(self.encoded_pipelines(&FailureStats::default())?.into_iter().map(|(s, _)| s).collect())
+        let encoded = self.encoded_pipelines(&*self.plan()?, &FailureStats::default())?;
+        Ok(encoded.into_iter().map(|(s, _)| s).collect())
     }
 
     fn encoded_pipelines(
         &self,
+        plan: &MixPlan,
         stats: &FailureStats,
     ) -> Result<Vec<(BoxStage<E::Encoded>, StageEnv)>> {
-        let plan = self.plan()?;
         let loads = self.leaves();
         let settings = &self.common.settings;
         pipeline::check_hooks(&*self.encoder, settings)?;
@@ -541,29 +545,32 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
         &self,
         stats: &FailureStats,
     ) -> Result<Vec<BoxStage<E::Encoded>>> {
-        self.common.sample_pipelines(&*self.encoder, self.encoded_pipelines(stats)?)
+        self.common.sample_pipelines(&*self.encoder, self.encoded_pipelines(&*self.plan()?, stats)?)
     }
 
     /// Every local worker's whole pipeline of batches, as [`LoaderBuilder::build_batches`] runs
     /// them; failures are counted in `stats`.
     pub fn batch_worker_pipelines(&self, stats: &FailureStats) -> Result<Vec<BoxStage<E::Output>>> {
-        self.common.batch_pipelines(&self.encoder, self.encoded_pipelines(stats)?)
+        self.common.batch_pipelines(&self.encoder, self.encoded_pipelines(&*self.plan()?, stats)?)
     }
 
     /// The loader of encoded samples (no batching: no batch size, no batching by group).
     pub fn build_samples(self) -> Result<Loader<Keyed<E::Encoded>>> {
+        // The plan is made once: for one dataset, planning slices every shard.
+        let plan = self.plan()?;
         let stats = FailureStats::default();
-        let pipelines = self.sample_worker_pipelines(&stats)?;
-        let worker_config = self.plan()?.worker_config;
-        self.common.start(pipelines, &worker_config, self.config()?, stats, false)
+        let encoded = self.encoded_pipelines(&plan, &stats)?;
+        let pipelines = self.common.sample_pipelines(&*self.encoder, encoded)?;
+        self.common.start(pipelines, &plan.worker_config, self.config_of(&plan), stats, false)
     }
 
     /// The loader of batches (a batch size, or batching by group).
     pub fn build_batches(self) -> Result<Loader<Keyed<E::Output>>> {
+        let plan = self.plan()?;
         let stats = FailureStats::default();
-        let pipelines = self.batch_worker_pipelines(&stats)?;
-        let worker_config = self.plan()?.worker_config;
-        self.common.start(pipelines, &worker_config, self.config()?, stats, true)
+        let encoded = self.encoded_pipelines(&plan, &stats)?;
+        let pipelines = self.common.batch_pipelines(&self.encoder, encoded)?;
+        self.common.start(pipelines, &plan.worker_config, self.config_of(&plan), stats, true)
     }
 }
 

@@ -302,10 +302,14 @@ impl JoinedDataset {
                     lookup.idx_path.display()
                 )));
             }
-            samples.push(data.dataset.read(lookup.start + local as u64)?);
+            let sample = data.dataset.read(lookup.start + local as u64)?;
+            if column == 0 && sample.is_none() {
+                // An excluded primary sample excludes the row: the others are not read.
+                return Ok(None);
+            }
+            samples.push(sample);
         }
         let mut samples = samples.into_iter();
-        // An excluded primary sample excludes the row.
         let Some(Some(primary)) = samples.next() else { return Ok(None) };
         let others = samples.collect();
         Ok(Some(JoinedSample { row, primary, others, names: Arc::clone(&self.names) }))

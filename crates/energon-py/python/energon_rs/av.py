@@ -20,6 +20,7 @@ from typing import Any, BinaryIO, Literal, Optional, Sequence, Union
 import numpy as np
 
 from energon_rs import _native
+from energon_rs.media import AVMetadata
 
 __all__ = ["AVData", "AVDecoder", "AVWebdatasetDecoder", "get_clips_uniform", "get_single_frames_uniform"]
 
@@ -40,19 +41,6 @@ class AVData:
     audio_clips: Optional[list[Any]]
     #: (start, end) of each audio clip in seconds.
     audio_timestamps: Optional[list[tuple[float, float]]]
-
-
-@dataclass
-class _AVFields:
-    video_duration: Optional[float] = None
-    video_num_frames: Optional[int] = None
-    video_fps: Optional[float] = None
-    video_width: Optional[int] = None
-    video_height: Optional[int] = None
-    audio_duration: Optional[float] = None
-    audio_channels: Optional[int] = None
-    audio_sample_rate: Optional[int] = None
-    audio_num_samples: Optional[int] = None
 
 
 _ALL = [(0, float("inf"))]
@@ -173,11 +161,11 @@ class AVDecoder:
         get_audio: bool = True,
         get_audio_duration: bool = True,
         get_audio_num_samples: bool = False,
-    ) -> "_AVFields":
+    ) -> AVMetadata:
         fields = self._native.metadata(get_video, get_video_duration, get_video_frame_count,
                                        get_video_frame_size, get_audio, get_audio_duration,
                                        get_audio_num_samples)
-        return _AVFields(**fields)
+        return AVMetadata(**fields)
 
     def get_video_fps(self) -> float:
         m = self.get_metadata(get_video=True, get_video_duration=False, get_video_frame_count=False,

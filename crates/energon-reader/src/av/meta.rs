@@ -5,6 +5,8 @@
 use ffmpeg::{frame, media::Type};
 use ffmpeg_next as ffmpeg;
 
+use energon_index::media::AvMetadata;
+
 use super::container::{Container, FrameIter, Msg, Timed, fraction, known};
 
 /// What `get_metadata` computes; the defaults are the reference's.
@@ -40,29 +42,6 @@ impl Default for MetadataRequest {
     }
 }
 
-/// The reference's `AVMetadata` fields.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AvMeta {
-    /// Video duration in seconds.
-    pub video_duration: Option<f64>,
-    /// Frames per second.
-    pub video_fps: Option<f64>,
-    /// Number of video frames (packets with a PTS).
-    pub video_num_frames: Option<u64>,
-    /// Frame width.
-    pub video_width: Option<u32>,
-    /// Frame height.
-    pub video_height: Option<u32>,
-    /// Audio duration in seconds.
-    pub audio_duration: Option<f64>,
-    /// Audio channels.
-    pub audio_channels: Option<u32>,
-    /// Audio sample rate.
-    pub audio_sample_rate: Option<u32>,
-    /// Number of audio samples (decoded).
-    pub audio_num_samples: Option<u64>,
-}
-
 pub(crate) fn sample_rate(c: &Container, stream: usize) -> Result<f64, Msg> {
     let st = c.input.stream(stream).ok_or("audio stream vanished")?;
     // SAFETY: valid codec parameters of an open stream.
@@ -95,8 +74,8 @@ fn demux(c: &mut Container, index: usize) -> Result<(u64, Option<i64>), Msg> {
     Ok((count, last))
 }
 
-pub(crate) fn metadata(c: &mut Container, req: MetadataRequest) -> Result<AvMeta, Msg> {
-    let mut m = AvMeta::default();
+pub(crate) fn metadata(c: &mut Container, req: MetadataRequest) -> Result<AvMetadata, Msg> {
+    let mut m = AvMetadata::default();
     if let (true, Some(v)) = (req.video, c.first(Type::Video)) {
         let st = c.input.stream(v).ok_or("video stream vanished")?;
         let (tb, start, rate) = (st.time_base(), st.start_time(), st.avg_frame_rate());

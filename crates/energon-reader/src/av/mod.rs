@@ -18,7 +18,7 @@ use bytes::Bytes;
 use ffmpeg::{format::Pixel, frame, media::Type, software::scaling};
 use ffmpeg_next as ffmpeg;
 
-pub use self::meta::{AvMeta, MetadataRequest, guess_extension};
+pub use self::meta::{MetadataRequest, guess_extension};
 use self::{
     container::{Container, FrameIter, Msg, fraction, ticks_to_seconds},
     reader::{Index, Reader, VideoReader},
@@ -315,7 +315,10 @@ impl AvDecoder {
     }
 
     /// The metadata the reference's `get_metadata` computes with these flags.
-    pub fn metadata(&self, request: MetadataRequest) -> Result<AvMeta, AvError> {
+    pub fn metadata(
+        &self,
+        request: MetadataRequest,
+    ) -> Result<energon_index::media::AvMetadata, AvError> {
         let mut c = self.open()?;
         meta::metadata(&mut c, request).map_err(|e| self.err(e))
     }
