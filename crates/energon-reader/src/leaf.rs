@@ -19,6 +19,13 @@
 //! stops pulling in the middle of an epoch and comes back later resumes that epoch, as the
 //! reference does when a fractional `RepeatDataset` abandons its child. The whole progress can
 //! be saved as a [`LeafState`] and resumed with [`LeafIter::from_state`].
+//!
+//! A pass may also be given as explicit sample ranges instead of the worker's slices
+//! ([`LeafIter::with_remainder`]): the rest of other workers' passes, dealt to this worker when a
+//! checkpoint moves to another number of workers. That pass reads each range once, in an order
+//! drawn like a slice order (shuffled unless sequential), and the passes after it read the
+//! worker's own slices. [`LeafIter::remaining`] gives the ranges the current pass has still to
+//! read.
 
 pub mod state;
 #[cfg(test)]
@@ -110,6 +117,9 @@ pub struct LeafIter {
     slices: WorkerSlices,
     config: LeafConfig,
     rng: WorkerRng,
+    /// Ranges read by the open (or next) epoch instead of the slices, once each; `None` once
+    /// that epoch has closed.
+    ranges: Option<Vec<(u64, u64)>>,
     epoch: Option<Epoch>,
     sample_count: u64,
     epoch_count: u64,
@@ -149,6 +159,7 @@ impl LeafIter {
             slices,
             config,
             rng,
+            ranges: None,
             epoch: None,
             sample_count: 0,
             epoch_count: 0,
@@ -200,13 +211,15 @@ impl LeafIter {
         if self.epoch.is_none() {
             self.epoch = Some(self.start_epoch()?);
         }
-        let LeafIter { slices, config, rng, epoch: Some(epoch), .. } = self else {
+        let LeafIter { slices, config, rng, epoch: Some(epoch), ranges, .. } = self else {
             unreachable!("an epoch was opened above");
         };
+        let table = Table::of(slices, ranges.as_deref());
         if epoch.weights.iter().all(|&w| w == 0.0) {
             // COMPAT(energon 7.4.1): sample_loader.py:_slices_iter closes the epoch only when its
             // loop finds no open slice, i.e. on the pull after the last sample.
             self.epoch = None;
+            self.ranges = None;
             self.epoch_count += 1;
             self.epoch_sample_count = 0;
             return Ok(None);
@@ -220,28 +233,76 @@ impl LeafIter {
             epoch.active[slot].as_mut().expect("choice_idx never picks a slot of weight 0");
         let index = cursor.current;
         cursor.current += 1;
-        if cursor.current >= slices.offsets()[cursor.slice + 1] {
+        if cursor.current >= table.bounds(cursor.slice).1 {
             let next = if let Some(next) = epoch.pending.pop() {
                 epoch.opened += 1;
                 Some(next)
-            } else if config.order == SliceOrder::WithReplacement {
+            } else if config.order == SliceOrder::WithReplacement && ranges.is_none() {
                 // `new` checked that there is at least one slice.
-                Some(rng.randbelow(slices.n_slices() as u64)? as usize)
+                Some(rng.randbelow(table.len() as u64)? as usize)
             } else {
                 None
             };
-            epoch.active[slot] = next.map(|slice| cursor_at(slices, slice));
-            epoch.weights[slot] = next.map_or(0.0, |slice| weight_of(slices, slice));
+            epoch.active[slot] = next.map(|slice| table.cursor_at(slice));
+            epoch.weights[slot] = next.map_or(0.0, |slice| table.weight_of(slice));
         }
         self.sample_count += 1;
         self.epoch_sample_count += 1;
         Ok(Some(index))
     }
 
+    /// The ranges of samples the current pass has still to read: the rest of the open slices,
+    /// then the slices not opened yet, in the order they would open; all of the worker's slices
+    /// (each as often as an epoch reads it) when no pass has started yet; nothing when the last
+    /// pass has ended and the next has not begun. `None` for [`SliceOrder::WithReplacement`],
+    /// whose pass never ends.
+    pub fn remaining(&self) -> Option<Vec<(u64, u64)>> {
+        let table = Table::of(&self.slices, self.ranges.as_deref());
+        if self.ranges.is_none() && self.config.order == SliceOrder::WithReplacement {
+            return None;
+        }
+        let Some(epoch) = &self.epoch else {
+            if let Some(ranges) = &self.ranges {
+                return Some(ranges.clone());
+            }
+            let started = self.sample_count > 0 || self.epoch_count > 0;
+            return Some(if started { Vec::new() } else { self.full_pass() });
+        };
+        let open = epoch.active.iter().flatten().map(|c| (c.current, table.bounds(c.slice).1));
+        let pending = epoch.pending.iter().rev().map(|&slice| table.bounds(slice));
+        Some(open.chain(pending).filter(|(start, end)| start < end).collect())
+    }
+
+    /// The ranges of one whole pass over the worker's slices: each slice as often as an epoch
+    /// reads it (`shuffle_over_epochs` times), in slice order.
+    pub fn full_pass(&self) -> Vec<(u64, u64)> {
+        let times = match self.config.order {
+            SliceOrder::Shuffled { epochs } => epochs.get() as usize,
+            _ => 1,
+        };
+        let table = Table::of(&self.slices, None);
+        let once = (0..table.len()).map(|slice| table.bounds(slice));
+        let once: Vec<(u64, u64)> = once.filter(|(start, end)| start < end).collect();
+        once.iter().copied().cycle().take(once.len() * times).collect()
+    }
+
+    /// The same iteration with its next pass reading `ranges` (each once) instead of the
+    /// worker's slices; the passes after it read the slices again. Returns `None` while an
+    /// epoch is open (the current pass must end first) and for
+    /// [`SliceOrder::WithReplacement`].
+    pub fn with_remainder(mut self, ranges: Vec<(u64, u64)>) -> Option<Self> {
+        if self.epoch.is_some() || self.config.order == SliceOrder::WithReplacement {
+            return None;
+        }
+        self.ranges = Some(ranges.into_iter().filter(|(start, end)| start < end).collect());
+        Some(self)
+    }
+
     /// The complete progress, to save in a checkpoint.
     pub fn state(&self) -> LeafState {
         LeafState {
             rng: self.rng.state(),
+            ranges: self.ranges.clone(),
             epoch: self.epoch.as_ref().map(|epoch| EpochState {
                 order_rng: epoch.order_rng.clone(),
                 opened: epoch.opened,
@@ -264,14 +325,23 @@ impl LeafIter {
         res.sample_count = state.sample_count;
         res.epoch_count = state.epoch_count;
         res.epoch_sample_count = state.epoch_sample_count;
+        if let Some(ranges) = state.ranges {
+            if ranges.iter().any(|(start, end)| start >= end) {
+                return None;
+            }
+            res.ranges = Some(ranges);
+        }
         if let Some(saved) = state.epoch {
             if saved.active.len() != config.n_slots() {
                 return None;
             }
-            let offsets = res.slices.offsets();
+            let table = Table::of(&res.slices, res.ranges.as_deref());
             for cursor in saved.active.iter().flatten() {
-                let end = *offsets.get(cursor.slice + 1)?;
-                if cursor.current < offsets[cursor.slice] || cursor.current >= end {
+                if cursor.slice >= table.len() {
+                    return None;
+                }
+                let (start, end) = table.bounds(cursor.slice);
+                if cursor.current < start || cursor.current >= end {
                     return None;
                 }
             }
@@ -282,7 +352,7 @@ impl LeafIter {
             let weights = saved
                 .active
                 .iter()
-                .map(|cursor| cursor.as_ref().map_or(0.0, |c| weight_of(&res.slices, c.slice)))
+                .map(|cursor| cursor.as_ref().map_or(0.0, |c| table.weight_of(c.slice)))
                 .collect();
             res.epoch = Some(Epoch {
                 order_rng: saved.order_rng,
@@ -297,7 +367,7 @@ impl LeafIter {
 
     /// Draws the slice order of a new epoch and opens its first slots.
     fn start_epoch(&mut self) -> Result<Epoch, energon_dist::Error> {
-        let order_rng = match self.config.order {
+        let order_rng = match self.order() {
             SliceOrder::Sequential => None,
             _ => Some(self.rng.state()),
         };
@@ -314,20 +384,30 @@ impl LeafIter {
             active: vec![None; n_slots],
             weights: vec![0.0; n_slots],
         };
+        let table = Table::of(&self.slices, self.ranges.as_deref());
         for slot in 0..n_slots {
             let Some(slice) = epoch.pending.pop() else { break };
             epoch.opened += 1;
-            epoch.active[slot] = Some(cursor_at(&self.slices, slice));
-            epoch.weights[slot] = weight_of(&self.slices, slice);
+            epoch.active[slot] = Some(table.cursor_at(slice));
+            epoch.weights[slot] = table.weight_of(slice);
         }
         Ok(epoch)
+    }
+
+    /// The order of the open (or next) epoch: a pass over explicit ranges reads each once,
+    /// shuffled unless the leaf is sequential.
+    fn order(&self) -> SliceOrder {
+        match (self.config.order, &self.ranges) {
+            (SliceOrder::Sequential, _) | (_, None) => self.config.order,
+            (_, Some(_)) => SliceOrder::Shuffled { epochs: NonZeroU32::MIN },
+        }
     }
 
     /// The slice order of an epoch, reversed (the first slice last), drawn from `rng` (unused for
     /// [`SliceOrder::Sequential`]). `None` if a draw is impossible (no slices to draw from).
     fn slice_order(&self, rng: Option<&mut WorkerRng>) -> Option<Vec<usize>> {
-        let n_slices = self.slices.n_slices();
-        let mut order = match (self.config.order, rng) {
+        let n_slices = Table::of(&self.slices, self.ranges.as_deref()).len();
+        let mut order = match (self.order(), rng) {
             (SliceOrder::Sequential, _) => (0..n_slices).collect(),
             (SliceOrder::Shuffled { epochs }, Some(rng)) => {
                 let repeated: Vec<usize> =
@@ -344,13 +424,44 @@ impl LeafIter {
     }
 }
 
-fn cursor_at(slices: &WorkerSlices, slice: usize) -> SliceCursor {
-    SliceCursor { slice, current: slices.offsets()[slice] }
+/// What an epoch's slots index: the worker's slices, or the ranges of a remainder.
+#[derive(Clone, Copy)]
+enum Table<'a> {
+    Slices(&'a [u64]),
+    Ranges(&'a [(u64, u64)]),
 }
 
-fn weight_of(slices: &WorkerSlices, slice: usize) -> f32 {
-    let offsets = slices.offsets();
-    // COMPAT(energon 7.4.1): sample_loader.py:_slices_iter stores the slice length in a float32
-    // tensor (rounded to nearest for lengths past 2^24).
-    (offsets[slice + 1] - offsets[slice]) as f32
+impl<'a> Table<'a> {
+    fn of(slices: &'a WorkerSlices, ranges: Option<&'a [(u64, u64)]>) -> Self {
+        match ranges {
+            Some(ranges) => Table::Ranges(ranges),
+            None => Table::Slices(slices.offsets()),
+        }
+    }
+
+    fn len(self) -> usize {
+        match self {
+            Table::Slices(offsets) => offsets.len().saturating_sub(1),
+            Table::Ranges(ranges) => ranges.len(),
+        }
+    }
+
+    /// The sample range of slice `slice` (which must exist).
+    fn bounds(self, slice: usize) -> (u64, u64) {
+        match self {
+            Table::Slices(offsets) => (offsets[slice], offsets[slice + 1]),
+            Table::Ranges(ranges) => ranges[slice],
+        }
+    }
+
+    fn cursor_at(self, slice: usize) -> SliceCursor {
+        SliceCursor { slice, current: self.bounds(slice).0 }
+    }
+
+    fn weight_of(self, slice: usize) -> f32 {
+        let (start, end) = self.bounds(slice);
+        // COMPAT(energon 7.4.1): sample_loader.py:_slices_iter stores the slice length in a
+        // float32 tensor (rounded to nearest for lengths past 2^24).
+        (end - start) as f32
+    }
 }

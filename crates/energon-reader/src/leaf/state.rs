@@ -14,6 +14,9 @@ use serde::{Deserialize, Serialize};
 pub struct LeafState {
     /// The leaf's random stream (slice orders and slot draws).
     pub rng: RngState,
+    /// The sample ranges the open (or next) epoch reads instead of the worker's slices, once
+    /// each (the rest of other workers' passes, dealt to this one); `None` for the slices.
+    pub ranges: Option<Vec<(u64, u64)>>,
     /// The open epoch, `None` between epochs.
     pub epoch: Option<EpochState>,
     /// Indices yielded in total.
@@ -32,7 +35,7 @@ pub struct EpochState {
     pub order_rng: Option<RngState>,
     /// How many slices of the order have been opened (the reference's `_pending_slices_offset`).
     pub opened: u64,
-    /// The open slice of each slot, `None` for an empty slot (the reference's
+    /// The open slice (or range) of each slot, `None` for an empty slot (the reference's
     /// `_active_slice_state`).
     pub active: Vec<Option<SliceCursor>>,
 }

@@ -293,3 +293,105 @@ proptest! {
         }
     }
 }
+
+/// The samples of `ranges`, sorted.
+fn samples_of(ranges: &[(u64, u64)]) -> Vec<u64> {
+    let mut res: Vec<u64> = ranges.iter().flat_map(|&(s, e)| s..e).collect();
+    res.sort_unstable();
+    res
+}
+
+#[test]
+fn a_remainder_is_read_once_then_the_slices_again() {
+    let slices = slices_of(&[5, 7, 3], Some(2));
+    let it = leaf(slices, shuffled(1, 3), &cfg1(), 0);
+    let ranges = vec![(100, 103), (7, 9), (50, 50), (40, 41)];
+    let mut it = it.with_remainder(ranges.clone()).unwrap();
+    assert_eq!(it.remaining().unwrap(), vec![(100, 103), (7, 9), (40, 41)]);
+    let mut first = epoch(&mut it);
+    first.sort_unstable();
+    assert_eq!(first, samples_of(&ranges));
+    assert_eq!(it.epoch_count(), 1);
+    assert_eq!(it.remaining().unwrap(), Vec::new());
+    let mut second = epoch(&mut it);
+    second.sort_unstable();
+    assert_eq!(second, (0..15).collect::<Vec<_>>());
+    // Not while an epoch is open, and never for a pass that does not end.
+    it.next_index().unwrap();
+    assert!(it.clone().with_remainder(vec![(0, 1)]).is_none());
+    let forever = leaf(slices_of(&[4], None), config(SliceOrder::WithReplacement, 2), &cfg1(), 0);
+    assert!(forever.remaining().is_none());
+    assert!(forever.with_remainder(vec![(0, 1)]).is_none());
+}
+
+#[test]
+fn a_sequential_remainder_keeps_its_order() {
+    let it = leaf(slices_of(&[3, 2], None), LeafConfig::VAL, &cfg1(), 0);
+    let mut it = it.with_remainder(vec![(9, 11), (2, 3)]).unwrap();
+    assert_eq!(epoch(&mut it), [9, 10, 2]);
+    assert_eq!(epoch(&mut it), [0, 1, 2, 3, 4]);
+}
+
+proptest! {
+    #[test]
+    fn what_was_read_and_what_remains_make_the_pass(
+        counts in prop::collection::vec(0u64..30, 1..5),
+        msps in prop::option::of(1u64..8),
+        p in 1usize..6,
+        soe in prop::sample::select(vec![None, Some(1), Some(2)]),
+        cut in 0usize..150,
+    ) {
+        let slices = slices_of(&counts, msps);
+        let config = config(SliceOrder::from_shuffle_over_epochs(soe).unwrap(), p);
+        let mut it = leaf(slices, config, &cfg1(), 0);
+        let full = samples_of(&it.full_pass());
+        let mut read = Vec::new();
+        for _ in 0..cut {
+            match it.next_index().unwrap() {
+                Some(i) => read.push(i),
+                None => read.clear(),
+            }
+        }
+        let remaining = it.remaining().unwrap();
+        if it.in_epoch() || it.epoch_count() == 0 {
+            read.extend(samples_of(&remaining));
+            read.sort_unstable();
+            prop_assert_eq!(read, full);
+        } else {
+            prop_assert!(remaining.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_remainder_resumes_from_any_state(
+        ranges in prop::collection::vec((0u64..100, 0u64..6), 0..8),
+        p in 1usize..5,
+        cut in 0usize..40,
+    ) {
+        let ranges: Vec<(u64, u64)> = ranges.into_iter().map(|(s, n)| (s, s + n)).collect();
+        let slices = slices_of(&[4, 4], None);
+        let it = leaf(slices.clone(), shuffled(1, p), &cfg1(), 0);
+        let mut it = it.with_remainder(ranges.clone()).unwrap();
+        let mut read = Vec::new();
+        for _ in 0..cut {
+            if let Some(i) = it.next_index().unwrap() {
+                read.push(i);
+            }
+            if it.epoch_count() > 0 {
+                break;
+            }
+        }
+        let state = serde_json::to_vec(&it.state()).unwrap();
+        let mut resumed =
+            LeafIter::from_state(slices, shuffled(1, p), serde_json::from_slice(&state).unwrap())
+                .unwrap();
+        if resumed.epoch_count() == 0 {
+            read.extend(samples_of(&resumed.remaining().unwrap()));
+            read.sort_unstable();
+            prop_assert_eq!(read, samples_of(&ranges));
+        }
+        for _ in 0..60 {
+            prop_assert_eq!(resumed.next_index().unwrap(), it.next_index().unwrap());
+        }
+    }
+}
