@@ -14,9 +14,9 @@ use crate::{
 };
 
 /// The reference's class name of a blend, the first element of its restore-key prefix.
-const BLEND: &str = "BlendDataset";
+pub(crate) const BLEND: &str = "BlendDataset";
 /// The reference's class name of a concatenation.
-const CONCAT: &str = "ConcatDataset";
+pub(crate) const CONCAT: &str = "ConcatDataset";
 
 /// Samples its children by weight (the reference's `BlendDataset`).
 ///
@@ -104,12 +104,18 @@ impl<T, S: Stage<Item = Keyed<T>>> Stage for Blend<S> {
     fn next(&mut self) -> Result<Option<Keyed<T>>> {
         let mut weights = match self.active.take() {
             Some(weights) => weights,
-            None => self.start_pass(),
+            None => {
+                // Every child exhausted: the last pass ended (the flags stay set until the next
+                // pass begins, so a saved state tells an ended pass from one not begun).
+                if self.exhausted.iter().all(|&e| e) {
+                    self.exhausted.fill(false);
+                }
+                self.start_pass()
+            }
         };
         loop {
             if self.exhausted.iter().all(|&e| e) {
-                // Only reachable when a restored pass had every child exhausted already.
-                self.exhausted.fill(false);
+                // Only children without samples on this worker.
                 return Ok(None);
             }
             let i = self.rng.choice_idx(&weights)?;
@@ -123,7 +129,6 @@ impl<T, S: Stage<Item = Keyed<T>>> Stage for Blend<S> {
                     weights[i] = 0.0;
                     self.exhausted[i] = true;
                     if self.exhausted.iter().all(|&e| e) {
-                        self.exhausted.fill(false);
                         return Ok(None);
                     }
                 }
@@ -346,7 +351,7 @@ mod tests {
             panic!()
         };
         assert_eq!(state, expected.state());
-        assert_eq!(exhausted, [false, false], "flags are cleared after a pass");
+        assert_eq!(exhausted, [true, true], "an ended pass keeps its flags until the next");
         // The next pass starts the children again (each leaf its next epoch).
         assert_eq!(counts(&passes(&mut blend, 2)), [4, 4]);
     }

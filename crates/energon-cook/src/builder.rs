@@ -555,22 +555,35 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
     }
 
     /// The loader of encoded samples (no batching: no batch size, no batching by group).
-    pub fn build_samples(self) -> Result<Loader<Keyed<E::Encoded>>> {
+    pub fn build_samples(mut self) -> Result<Loader<Keyed<E::Encoded>>> {
         // The plan is made once: for one dataset, planning slices every shard.
         let plan = self.plan()?;
         let stats = FailureStats::default();
         let encoded = self.encoded_pipelines(&plan, &stats)?;
         let pipelines = self.common.sample_pipelines(&*self.encoder, encoded)?;
+        self.deal_reshaped(&plan, &pipelines)?;
         self.common.start(pipelines, &plan.worker_config, self.config_of(&plan), stats, false)
     }
 
     /// The loader of batches (a batch size, or batching by group).
-    pub fn build_batches(self) -> Result<Loader<Keyed<E::Output>>> {
+    pub fn build_batches(mut self) -> Result<Loader<Keyed<E::Output>>> {
         let plan = self.plan()?;
         let stats = FailureStats::default();
         let encoded = self.encoded_pipelines(&plan, &stats)?;
         let pipelines = self.common.batch_pipelines(&self.encoder, encoded)?;
+        self.deal_reshaped(&plan, &pipelines)?;
         self.common.start(pipelines, &plan.worker_config, self.config_of(&plan), stats, true)
+    }
+
+    /// A state to restore that was saved with another number of workers
+    /// ([`Checkpoint::reshape`](crate::Checkpoint::reshape)) becomes this rank's workers'
+    /// states: their fresh pipelines' with their shares of the old passes.
+    fn deal_reshaped<I>(&mut self, plan: &MixPlan, pipelines: &[BoxStage<I>]) -> Result<()> {
+        let Some(state) = &mut self.common.restore else { return Ok(()) };
+        let Some(reshaped) = state.reshaped.take() else { return Ok(()) };
+        let fresh = pipelines.iter().map(|p| p.state()).collect::<Result<Vec<_>>>()?;
+        state.workers = crate::elastic::deal(plan, &reshaped, fresh)?;
+        Ok(())
     }
 }
 

@@ -19,6 +19,7 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::elastic::Reshaped;
 use crate::{
     error::{ConfigDifference, Error, Result},
     state::StageState,
@@ -28,10 +29,10 @@ use crate::{
 pub const CHECKPOINT_FORMAT: &str = "energon-rs-checkpoint";
 
 /// The format version this build writes (and the newest it reads).
-pub const CHECKPOINT_VERSION: u32 = 2;
+pub const CHECKPOINT_VERSION: u32 = 3;
 
 /// The oldest format version this build reads.
-pub const OLDEST_CHECKPOINT_VERSION: u32 = 2;
+pub const OLDEST_CHECKPOINT_VERSION: u32 = 3;
 
 /// A description of a loader: dataset, pipeline settings, worker configuration, task encoder
 /// settings, as `key = value` entries (the reference's `loader.config()`). Restoring a
@@ -87,6 +88,10 @@ pub struct LoaderState {
     pub workers: Vec<WorkerState>,
     /// The loader's configuration.
     pub config: PipelineConfig,
+    /// Set by [`Checkpoint::reshape`] for another number of workers: every old worker's state,
+    /// whose remaining passes a restore deals to this rank's workers (whose own states are then
+    /// fresh).
+    pub reshaped: Option<Box<Reshaped>>,
 }
 
 /// The saved state of one worker.
@@ -352,44 +357,25 @@ impl Checkpoint {
     /// their worker 0.
     pub fn redistribute(&self, new_world_size: usize) -> Result<Checkpoint> {
         let bad = |reason: String| Err(Error::BadState { reason });
-        let mut ranks: Vec<&LoaderState> = self.ranks.iter().collect();
-        ranks.sort_by_key(|s| s.rank);
-        let Some(first) = ranks.first() else { return bad("no rank states given".to_owned()) };
-        let world_size = first.world_size;
-        let n_local = first.num_workers.max(1);
-        if ranks.len() != world_size || ranks.iter().enumerate().any(|(i, s)| s.rank != i) {
-            let have: Vec<usize> = ranks.iter().map(|s| s.rank).collect();
-            return bad(format!("need the states of ranks 0..{world_size}, got ranks {have:?}"));
-        }
-        let total = world_size * n_local;
+        let ranks = self.checked_ranks()?;
+        let first = ranks[0];
+        let total = first.world_size * first.num_workers.max(1);
         if new_world_size == 0 || total % new_world_size != 0 {
             return bad(format!(
-                "{total} workers in all ({world_size} ranks x {n_local}) cannot be spread evenly \
-                 over {new_world_size} ranks"
+                "{total} workers in all ({} ranks x {}) cannot be spread evenly over \
+                 {new_world_size} ranks",
+                first.world_size,
+                first.num_workers.max(1)
             ));
         }
-        let ignore = [RANK_KEY, BATCH_SIZE_KEY];
         let mut workers = Vec::with_capacity(total);
         for state in &ranks {
-            if state.world_size != world_size || state.num_workers.max(1) != n_local {
-                return bad(format!("rank {} has another worker configuration", state.rank));
-            }
-            if state.micro_batch_size != first.micro_batch_size {
-                let size = |s: &LoaderState| {
-                    s.micro_batch_size.map_or_else(|| "none".to_owned(), |m| m.to_string())
-                };
+            if state.reshaped.is_some() {
                 return bad(format!(
-                    "rank {} was saved with micro batch size {} but rank {} with {}; \
-                     redistribution needs one micro batch size on every rank",
-                    state.rank,
-                    size(state),
-                    first.rank,
-                    size(first)
+                    "rank {} holds a redistributed state that was never restored; restore it \
+                     before redistributing again",
+                    state.rank
                 ));
-            }
-            let differences = first.config.differences(&state.config, &ignore);
-            if !differences.is_empty() {
-                return Err(Error::ConfigMismatch { differences });
             }
             if state.next_worker != 0 {
                 return bad(format!(
@@ -400,9 +386,6 @@ impl Checkpoint {
                 ));
             }
             workers.extend(state.workers.iter().cloned());
-        }
-        if workers.iter().enumerate().any(|(g, w)| w.global_worker_id != g) {
-            return bad("the worker states are not in global worker order".to_owned());
         }
         let per_rank = total / new_world_size;
         let mut res = Vec::with_capacity(new_world_size);
@@ -420,6 +403,7 @@ impl Checkpoint {
                 micro_batch_size: first.micro_batch_size,
                 workers: workers.by_ref().take(per_rank).collect(),
                 config,
+                reshaped: None,
             });
         }
         Ok(Checkpoint { ranks: res })

@@ -63,6 +63,7 @@ mod blend;
 mod builder;
 pub mod checkpoint;
 mod context;
+mod elastic;
 mod encoder;
 mod epoch;
 mod error;

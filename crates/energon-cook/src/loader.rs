@@ -302,6 +302,7 @@ impl<I> Loader<I> {
                 })
                 .collect(),
             config: self.meta.config.clone(),
+            reshaped: None,
         })
     }
 }

@@ -192,6 +192,11 @@ pub struct PlannedLeaf {
     /// ignoring the subset; for a join, the primary's): the unit of rotation offsets and of
     /// epochized blend weights.
     pub len: u64,
+    /// The samples of each shard of the split part (for a join, of the primary's).
+    pub shard_counts: Vec<u64>,
+    /// Slices longer than 1.5 times this many samples are cut (the option, or the leaf's
+    /// `dataset.yaml`).
+    pub max_samples_per_sequence: Option<u64>,
     /// Where the remainder samples of this leaf start among the global workers.
     pub rotation_offset: u64,
     /// The slices of each local worker of this rank.
@@ -208,6 +213,20 @@ pub struct PlannedLeaf {
 }
 
 impl PlannedLeaf {
+    /// The slices of each local worker of `worker_config`'s rank (the leaf's subset applied,
+    /// rotated by `rotation_offset`).
+    fn slice(&self, worker_config: &WorkerConfig) -> Result<Vec<WorkerSlices>> {
+        let total: u64 = self.shard_counts.iter().sum();
+        let subset = self.leaf.subset.map(|s| s.compute(total)).transpose()?;
+        Ok(shard_workers(
+            &self.shard_counts,
+            subset,
+            worker_config,
+            self.rotation_offset,
+            self.max_samples_per_sequence,
+        )?)
+    }
+
     /// The leaf's auxiliary sources opened as file stores, by name, in file order (the keyword
     /// arguments the reference hands to cookers).
     pub fn aux_stores(&self) -> Result<Vec<(String, Arc<dyn energon_reader::FileStore>)>> {
@@ -308,30 +327,38 @@ impl MixPlan {
         let rotations = rotation_offsets(&lens, &worker_config);
         let mut leaves = Vec::with_capacity(opened.len());
         for (open, rotation_offset) in opened.into_iter().zip(rotations) {
-            let total: u64 = open.shard_counts.iter().sum();
-            let subset = open.leaf.subset.map(|s| s.compute(total)).transpose()?;
-            let workers = shard_workers(
-                &open.shard_counts,
-                subset,
-                &worker_config,
-                rotation_offset,
-                open.max_samples_per_sequence,
-            )?;
             let (blend_weight, repeats) = weights(mode, &open.leaf, open.len)?;
-            leaves.push(PlannedLeaf {
+            let mut leaf = PlannedLeaf {
                 leaf: open.leaf,
                 data: open.data,
                 split_part: open.split_part,
                 len: open.len,
+                shard_counts: open.shard_counts,
+                max_samples_per_sequence: open.max_samples_per_sequence,
                 rotation_offset,
-                workers,
+                workers: Vec::new(),
                 leaf_config: open.leaf_config,
                 blend_weight,
                 repeats,
                 crude: open.crude,
-            });
+            };
+            leaf.workers = leaf.slice(&worker_config)?;
+            leaves.push(leaf);
         }
         Ok(MixPlan { mode, options, worker_config, leaves })
+    }
+
+    /// The same plan for another rank or worker configuration: the same open leaves, sliced
+    /// over `worker_config`'s workers (for a checkpoint saved with other ranks or workers).
+    pub fn for_worker_config(&self, worker_config: WorkerConfig) -> Result<MixPlan> {
+        let lens: Vec<u64> = self.leaves.iter().map(|l| l.len).collect();
+        let rotations = rotation_offsets(&lens, &worker_config);
+        let mut res = MixPlan { worker_config, ..self.clone() };
+        for (leaf, rotation_offset) in res.leaves.iter_mut().zip(rotations) {
+            leaf.rotation_offset = rotation_offset;
+            leaf.workers = leaf.slice(&worker_config)?;
+        }
+        Ok(res)
     }
 
     /// The number of samples local worker `worker` reads in one pass of every leaf, repetitions

@@ -273,6 +273,12 @@ impl LeafIter {
         Some(open.chain(pending).filter(|(start, end)| start < end).collect())
     }
 
+    /// Whether the open (or next) pass reads a remainder given by
+    /// [`LeafIter::with_remainder`] instead of the worker's slices.
+    pub fn has_remainder(&self) -> bool {
+        self.ranges.is_some()
+    }
+
     /// The ranges of one whole pass over the worker's slices: each slice as often as an epoch
     /// reads it (`shuffle_over_epochs` times), in slice order.
     pub fn full_pass(&self) -> Vec<(u64, u64)> {

@@ -55,6 +55,7 @@ fn rank_state(rank: usize, world_size: usize, num_workers: usize) -> LoaderState
             })
             .collect(),
         config: config(rank, world_size, num_workers),
+        reshaped: None,
     }
 }
 
@@ -75,7 +76,7 @@ fn both_encodings_round_trip() {
     }
     let json = String::from_utf8(ckpt.to_bytes(Encoding::Json).unwrap()).unwrap();
     assert!(
-        json.starts_with("{\n  \"format\": \"energon-rs-checkpoint\",\n  \"version\": 2,"),
+        json.starts_with("{\n  \"format\": \"energon-rs-checkpoint\",\n  \"version\": 3,"),
         "{json}"
     );
     // Keys read as the reference prints its tuples' elements.
@@ -144,15 +145,22 @@ fn truncated_and_damaged_files_are_corrupt() {
 
 #[test]
 fn newer_versions_are_incompatible_not_corrupt() {
-    let json = br#"{"format": "energon-rs-checkpoint", "version": 3, "ranks": "a new layout"}"#;
+    let json = br#"{"format": "energon-rs-checkpoint", "version": 4, "ranks": "a new layout"}"#;
     let err = Checkpoint::from_bytes(json, path()).unwrap_err();
-    assert!(matches!(err, Error::IncompatibleCheckpoint { found: 3, .. }), "{err}");
+    assert!(matches!(err, Error::IncompatibleCheckpoint { found: 4, .. }), "{err}");
     assert!(err.to_string().contains("use a newer energon-rs"), "{err}");
-    // Version 1 kept the combining stages of a metadataset in a layout of their own.
-    let old = br#"{"format": "energon-rs-checkpoint", "version": 1, "ranks": []}"#;
-    let err = Checkpoint::from_bytes(old, path()).unwrap_err();
-    assert!(matches!(err, Error::IncompatibleCheckpoint { found: 1, .. }), "{err}");
-    assert!(err.to_string().contains("older energon-rs"), "{err}");
+    // Version 1 kept the combining stages of a metadataset in a layout of their own; version 2
+    // had no remainders of other workers' passes.
+    for version in [1, 2] {
+        let old =
+            format!(r#"{{"format": "energon-rs-checkpoint", "version": {version}, "ranks": []}}"#);
+        let err = Checkpoint::from_bytes(old.as_bytes(), path()).unwrap_err();
+        assert!(
+            matches!(err, Error::IncompatibleCheckpoint { found, .. } if found == version),
+            "{err}"
+        );
+        assert!(err.to_string().contains("older energon-rs"), "{err}");
+    }
     let header = Header {
         format: CHECKPOINT_FORMAT.to_owned(),
         version: 7,

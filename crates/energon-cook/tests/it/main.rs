@@ -2,6 +2,7 @@
 //! resume traces, save/restore properties over random pipelines, task encoder stages, errors.
 #![allow(clippy::unwrap_used)]
 
+mod elastic;
 mod mix_traces;
 mod plans;
 mod props;
