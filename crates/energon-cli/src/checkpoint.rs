@@ -1,6 +1,6 @@
 //! `energon checkpoint info FILE...` and `energon checkpoint redist INPUT... OUTPUT
-//! --new-world-size N`: what loader checkpoints hold, and spreading them over another number of
-//! ranks with the same number of workers in all.
+//! --new-world-size N [--new-num-workers W]`: what loader checkpoints hold, and spreading them
+//! over other numbers of ranks and workers.
 
 use std::{
     fs,
@@ -23,8 +23,9 @@ pub(crate) struct CheckpointArgs {
 enum CheckpointCommand {
     /// Print what loader checkpoints hold: ranks, workers, the next worker, progress.
     Info(InfoArgs),
-    /// Spread the checkpoints of all ranks over another number of ranks, keeping
-    /// world_size x num_workers (each worker keeps its slices and seeds).
+    /// Spread the checkpoints of all ranks over other numbers of ranks and workers: with
+    /// world_size x num_workers unchanged each worker keeps its slices and seeds; otherwise the
+    /// rest of every worker's pass is dealt to the new workers when the loader restores.
     Redist(RedistArgs),
 }
 
@@ -48,9 +49,13 @@ struct RedistArgs {
     /// single input holding all ranks.
     #[arg(required = true, num_args = 2..)]
     paths: Vec<PathBuf>,
-    /// The new number of ranks; world_size x num_workers must be divisible by it.
+    /// The new number of ranks.
     #[arg(long)]
     new_world_size: usize,
+    /// The new number of workers per rank (0: loading in the main thread). Without it the
+    /// number of workers in all stays, and must be divisible by the new number of ranks.
+    #[arg(long)]
+    new_num_workers: Option<usize>,
 }
 
 pub(crate) fn run(args: CheckpointArgs) -> anyhow::Result<ExitCode> {
@@ -111,6 +116,15 @@ fn print_rank(state: &LoaderState, config: bool) {
         }
         println!("{line}");
     }
+    if let Some(old) = &state.reshaped {
+        println!(
+            "    continues a job of {} ranks x {} workers: the rest of their {} workers' passes \
+             is dealt to this rank's workers when it restores",
+            old.world_size,
+            old.num_workers,
+            old.workers.len()
+        );
+    }
     if config {
         for (key, value) in &state.config.0 {
             println!("    {key} = {value}");
@@ -154,7 +168,7 @@ fn redist(args: RedistArgs) -> anyhow::Result<ExitCode> {
     }
     let global = inputs.len() == 1 && ranks.len() > 1;
     let redistributed = Checkpoint { ranks }
-        .redistribute(args.new_world_size)
+        .reshape(args.new_world_size, args.new_num_workers)
         .context("cannot redistribute the checkpoints")?;
     if global && !output.is_dir() {
         redistributed.write(&output)?;

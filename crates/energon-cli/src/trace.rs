@@ -169,7 +169,8 @@ impl LoaderArgs {
 pub(crate) struct TraceArgs {
     #[command(flatten)]
     loader: LoaderArgs,
-    /// Samples to print [default: one epoch of this rank for training, everything with --val].
+    /// Samples to print [default: one epoch of this rank for training (with --restore: the rest
+    /// of the epoch it continues), everything with --val].
     #[arg(short = 'n', long)]
     limit: Option<u64>,
     /// One JSON object per sample: worker, batch index, key and restore key.
@@ -229,15 +230,20 @@ pub(crate) fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     // A dataset is a plan of one leaf: datasets and metadatasets load through the same stages.
     let mut builder = args.loader.mix_builder(|s: LeafSample| Ok(Some(s.key().to_owned())))?;
     let plan = builder.plan()?;
-    let epoch: u64 = (0..plan.worker_config.n_local_workers()).map(|w| plan.len_worker(w)).sum();
-    if let Some(state) = restore {
-        builder = builder.restore_state(state);
+    let mut epoch: u64 =
+        (0..plan.worker_config.n_local_workers()).map(|w| plan.len_worker(w)).sum();
+    if let Some(state) = &restore {
+        builder = builder.restore_state(state.clone());
     }
     let loaders: KeyLoaders = if batched {
         (None, Some(builder.build_batches()?))
     } else {
         (Some(builder.build_samples()?), None)
     };
+    if let Some(state) = &restore {
+        // A resumed trace prints the rest of the pass it continues.
+        epoch = energon_cook::samples_left_in_pass(&plan, state)?;
+    }
     let limit = match args.limit {
         Some(limit) => limit,
         None if args.loader.val || args.save_after_batches.is_some() => u64::MAX,

@@ -40,6 +40,12 @@ pub struct Reshaped {
     pub workers: Vec<WorkerState>,
 }
 
+impl Reshaped {
+    fn topology(&self) -> (usize, usize) {
+        (self.world_size, self.num_workers)
+    }
+}
+
 impl Checkpoint {
     /// Spreads the states of every rank of a job over `new_world_size` ranks with
     /// `new_num_workers` workers each (`None`: as many workers in all as before).
@@ -206,6 +212,100 @@ struct Found {
     pending: Vec<(Vec<usize>, PendingCall)>,
 }
 
+/// What is left of the current passes of some workers of a job of `world_size` ranks x
+/// `num_workers`: per leaf, the pieces of sample ranges, worker after worker (in global order),
+/// and the generator calls cut between their outputs, by the path of their stage.
+struct Leftovers {
+    pieces: Vec<Vec<(u64, u64)>>,
+    pending: Vec<(Vec<usize>, PendingCall)>,
+}
+
+impl Leftovers {
+    /// Collects the leftovers of the workers of `ranks`; `worker(rank, local)` is a worker's
+    /// saved state (`None`: a fresh pipeline).
+    fn of<'a>(
+        plan: &MixPlan,
+        (world_size, num_workers): (usize, usize),
+        ranks: impl IntoIterator<Item = usize>,
+        worker: impl Fn(usize, usize) -> Option<&'a WorkerState>,
+    ) -> Result<Self> {
+        let tree = plan.tree();
+        let n_leaves = plan.leaves.len();
+        let mut shapes = vec![LeafShape::default(); n_leaves];
+        leaf_shapes(&tree, LeafShape::default(), &mut shapes)?;
+        let mut res = Leftovers { pieces: vec![Vec::new(); n_leaves], pending: Vec::new() };
+        for rank in ranks {
+            let cfg = WorkerConfig::new(rank, world_size, num_workers)?
+                .with_seed_offset(plan.worker_config.seed_offset());
+            let rank_plan = plan.for_worker_config(cfg)?;
+            for local in 0..num_workers.max(1) {
+                let saved = worker(rank, local);
+                let mut found = Found {
+                    leaves: vec![None; n_leaves],
+                    repetitions: vec![0; n_leaves],
+                    exhausted: vec![false; n_leaves],
+                    ..Found::default()
+                };
+                if let Some(state) = saved.and_then(|w| w.state.as_ref()) {
+                    walk(state, Some(&tree), false, &mut Vec::new(), &mut found)?;
+                }
+                for key in &found.keys {
+                    let mut samples = Vec::new();
+                    key_samples(key.parts(), &tree, &mut samples)?;
+                    for (leaf, index) in samples {
+                        res.pieces[leaf].push((index, index + 1));
+                    }
+                }
+                res.pending.extend(found.pending);
+                for (leaf, planned) in rank_plan.leaves.iter().enumerate() {
+                    let slices = planned.workers[local].clone();
+                    let iter = match found.leaves[leaf].take() {
+                        Some(state) => LeafIter::from_state(slices, planned.leaf_config, state)
+                            .ok_or_else(|| Error::BadState {
+                                reason: format!(
+                                    "the saved iteration of leaf {leaf} does not fit the slices \
+                                     of worker {local} of rank {rank}"
+                                ),
+                            })?,
+                        None => LeafIter::new(slices, planned.leaf_config, cfg.worker_rng(local)?)?,
+                    };
+                    if !found.exhausted[leaf] {
+                        let left = left_of(&iter, found.repetitions[leaf], shapes[leaf]);
+                        res.pieces[leaf].extend(left);
+                    }
+                }
+            }
+        }
+        Ok(res)
+    }
+}
+
+/// How many samples are left of the current pass of the rank `state` restores (`plan` is the
+/// loader's): what its workers' leaves have still to read and what their stages buffer, or for
+/// a state of [`Checkpoint::reshape`], the rank's shares of the old workers' passes. (Samples
+/// whose generator calls handed out some outputs are not counted.)
+pub fn samples_left_in_pass(plan: &MixPlan, state: &LoaderState) -> Result<u64> {
+    let len = |pieces: &[(u64, u64)]| pieces.iter().map(|(s, e)| e - s).sum::<u64>();
+    let cfg = plan.worker_config;
+    match &state.reshaped {
+        None => {
+            let topology = (state.world_size, state.num_workers);
+            let left =
+                Leftovers::of(plan, topology, [state.rank], |_, local| state.workers.get(local))?;
+            Ok(left.pieces.iter().map(|p| len(p)).sum())
+        }
+        Some(reshaped) => {
+            let left = Leftovers::of(plan, reshaped.topology(), 0..reshaped.world_size, |r, l| {
+                reshaped.workers.get(r * reshaped.num_workers.max(1) + l)
+            })?;
+            let total = (cfg.world_size() * cfg.n_local_workers()) as u64;
+            let first = (cfg.rank() * cfg.n_local_workers()) as u64;
+            let shares = first..first + cfg.n_local_workers() as u64;
+            Ok(shares.flat_map(|g| left.pieces.iter().map(move |p| len(&share(p, g, total)))).sum())
+        }
+    }
+}
+
 /// The states of this rank's new local workers for a `state` of [`Checkpoint::reshape`]: each
 /// worker's fresh state (`fresh`, as the new pipeline reports it) with its share of the old
 /// workers' remaining passes installed.
@@ -215,8 +315,7 @@ pub(crate) fn deal(
     fresh: Vec<StageState>,
 ) -> Result<Vec<WorkerState>> {
     let tree = plan.tree();
-    let n_leaves = plan.leaves.len();
-    let mut shapes = vec![LeafShape::default(); n_leaves];
+    let mut shapes = vec![LeafShape::default(); plan.leaves.len()];
     leaf_shapes(&tree, LeafShape::default(), &mut shapes)?;
     let new_cfg = plan.worker_config;
     let old_local = reshaped.num_workers.max(1);
@@ -229,52 +328,10 @@ pub(crate) fn deal(
             ),
         });
     }
-    // Per leaf, the pieces left of every old worker's pass, old worker after old worker.
-    let mut pieces: Vec<Vec<(u64, u64)>> = vec![Vec::new(); n_leaves];
-    let mut pending = Vec::new();
-    for old_rank in 0..reshaped.world_size {
-        let old_cfg = WorkerConfig::new(old_rank, reshaped.world_size, reshaped.num_workers)?
-            .with_seed_offset(new_cfg.seed_offset());
-        let old_plan = plan.for_worker_config(old_cfg)?;
-        for local in 0..old_local {
-            let worker = &reshaped.workers[old_rank * old_local + local];
-            let mut found = Found {
-                leaves: vec![None; n_leaves],
-                repetitions: vec![0; n_leaves],
-                exhausted: vec![false; n_leaves],
-                ..Found::default()
-            };
-            if let Some(state) = &worker.state {
-                walk(state, Some(&tree), false, &mut Vec::new(), &mut found)?;
-            }
-            for key in &found.keys {
-                let mut samples = Vec::new();
-                key_samples(key.parts(), &tree, &mut samples)?;
-                for (leaf, index) in samples {
-                    pieces[leaf].push((index, index + 1));
-                }
-            }
-            pending.extend(found.pending);
-            for (leaf, planned) in old_plan.leaves.iter().enumerate() {
-                let slices = planned.workers[local].clone();
-                let iter = match found.leaves[leaf].take() {
-                    Some(state) => LeafIter::from_state(slices, planned.leaf_config, state)
-                        .ok_or_else(|| Error::BadState {
-                            reason: format!(
-                                "the saved iteration of leaf {leaf} does not fit the slices of \
-                                 old worker {}",
-                                worker.global_worker_id
-                            ),
-                        })?,
-                    None => LeafIter::new(slices, planned.leaf_config, old_cfg.worker_rng(local)?)?,
-                };
-                if !found.exhausted[leaf] {
-                    let left = left_of(&iter, found.repetitions[leaf], shapes[leaf]);
-                    pieces[leaf].extend(left);
-                }
-            }
-        }
-    }
+    let Leftovers { pieces, pending } =
+        Leftovers::of(plan, reshaped.topology(), 0..reshaped.world_size, |rank, local| {
+            reshaped.workers.get(rank * old_local + local)
+        })?;
     let total = new_cfg.world_size() * new_cfg.n_local_workers();
     // Generator calls go round robin over all new workers, one per stage and worker (every
     // rank places them the same way and keeps its own); a call that finds no free worker is
@@ -498,9 +555,8 @@ fn key_samples(parts: &[KeyPart], tree: &MixTree, out: &mut Vec<(usize, u64)>) -
         match &parts[i] {
             KeyPart::Name(name) if name == BLEND || name == CONCAT => {
                 let Some(KeyPart::Index(child)) = parts.get(i + 1) else { return Err(bad()) };
-                let children = match tree {
-                    MixTree::Blend { children, .. } | MixTree::Concat(children) => children,
-                    _ => return Err(bad()),
+                let (MixTree::Blend { children, .. } | MixTree::Concat(children)) = tree else {
+                    return Err(bad());
                 };
                 let child = usize::try_from(*child).ok().and_then(|c| children.get(c));
                 tree = unrepeat(child.ok_or_else(bad)?);

@@ -86,6 +86,7 @@ pub use crate::{
     builder::{BoxStage, LeafLoad, LoaderBuilder, MapFn, SampleSource, max_open_shards},
     checkpoint::{Checkpoint, LoaderState},
     context::{SampleContext, WorkerInfo},
+    elastic::samples_left_in_pass,
     encoder::{AuxStore, CookContext, CookFn, Cooker, DefaultTaskEncoder, Hooks, TaskEncoder},
     error::{ConfigDifference, Error, Result},
     hook::{BoxError, HookError, HookResult, Outputs},

@@ -141,6 +141,60 @@ fn redistributed_checkpoints_continue_every_worker_on_its_new_rank() {
 }
 
 #[test]
+fn two_ranks_of_two_workers_resume_on_three_ranks_of_one_without_losing_a_sample() {
+    let dir = Dir::new();
+    fs::create_dir(dir.join("in")).unwrap();
+    let common = ["--batch-size", "3"];
+    let mut inputs = Vec::new();
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut count = |out: &str| {
+        for key in out.lines() {
+            *seen.entry(key.to_owned()).or_default() += 1;
+        }
+    };
+    for (rank, batches) in [("0", "7"), ("1", "12")] {
+        let flags = ["--world-size", "2", "--rank", rank, "--num-workers", "2"];
+        let state = dir.join(&format!("in/state-r{rank}.ckpt"));
+        let before = run_ok(
+            trace(&common)
+                .args(flags)
+                .args(["--save-after-batches", batches, "--state-out"])
+                .arg(&state),
+        );
+        count(&before);
+        inputs.push(state);
+    }
+    let out = dir.join("out");
+    let written = run_ok(
+        energon()
+            .args(["checkpoint", "redist", "--new-world-size", "3", "--new-num-workers", "1"])
+            .args(&inputs)
+            .arg(&out),
+    );
+    assert_eq!(written.lines().count(), 3, "{written}");
+    let info = run_ok(energon().args(["checkpoint", "info"]).arg(out.join("state-r2.ckpt")));
+    assert!(info.contains("continues a job of 2 ranks x 2 workers"), "{info}");
+    for rank in 0..3 {
+        let state = out.join(format!("state-r{rank}.ckpt"));
+        let r = rank.to_string();
+        let flags = ["--world-size", "3", "--rank", &r, "--num-workers", "1"];
+        // Without -n: the rest of the pass this rank continues.
+        count(&run_ok(trace(&common).args(flags).arg("--restore").arg(&state)));
+    }
+    // The fixture's 200 samples, each once: the pass before the cut and its rest after.
+    assert_eq!(seen.len(), 200, "{seen:?}");
+    assert!(seen.values().all(|&n| n == 1), "{seen:?}");
+    // Without --new-num-workers the number of workers in all must stay.
+    let err = run_err(
+        energon()
+            .args(["checkpoint", "redist", "--new-world-size", "3"])
+            .args(&inputs)
+            .arg(dir.join("bad")),
+    );
+    assert!(err.contains("give the number of workers per rank"), "{err}");
+}
+
+#[test]
 fn redistribution_refuses_a_turned_round_robin_and_missing_ranks() {
     let dir = Dir::new();
     let mut inputs = Vec::new();
