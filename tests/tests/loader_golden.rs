@@ -3,7 +3,7 @@
 
 use std::{fs, path::PathBuf, sync::Arc};
 
-use energon_cook::{Batch, Keyed, Loaded, LoaderBuilder, RestoreKey};
+use energon_cook::{Batch, Keyed, Loaded, LoaderBuilder, LoaderWrapper, RestoreKey};
 use energon_dist::WorkerConfig;
 use energon_reader::{Dataset, OpenOptions};
 use energon_tests::{ref_small_dir, ref_small_expected_dir};
@@ -62,7 +62,8 @@ fn builder(run: &Run) -> LoaderBuilder<String> {
 
 /// One loader item as `ref_load.py keys --verbose` prints it: one line per sample with the batch
 /// index, the position, the key and (on the first line) the item's restore key, including the
-/// loader wrapper's `("SimpleSavableDatasetWrapper", global_worker_id, worker_item_index)`.
+/// loader wrapper's `("SimpleSavableDatasetWrapper", global_worker_id, worker_item_index)` (the
+/// worker's item index as the loader counts it).
 fn verbose_lines(
     run: &Run,
     index: usize,
@@ -72,11 +73,8 @@ fn verbose_lines(
     keys: &[String],
 ) -> Vec<String> {
     // The reference's `global_worker_id()` is `rank * num_workers + worker` (0 without workers).
-    let global = run.rank * run.num_workers + worker;
-    let mut key = restore_key.clone();
-    key.prepend("SimpleSavableDatasetWrapper", worker_item);
-    let mut full = key.to_string();
-    full.insert_str(full.find(", ").unwrap(), &format!(", {global}"));
+    let global = (run.rank * run.num_workers + worker) as u64;
+    let mut full = restore_key.of_loader(LoaderWrapper::Simple, global, worker_item).to_string();
     if run.batch_size > 1 {
         full = format!("[{full}]");
     }
@@ -92,32 +90,35 @@ fn verbose_lines(
 /// The first `n` keys the loader of `run` yields, and its verbose trace.
 fn load(run: &Run, n: usize) -> (Vec<String>, Vec<String>) {
     // (worker, restore key, keys) of each loader item, until `n` keys.
-    let mut items: Vec<(usize, RestoreKey, Vec<String>)> = Vec::new();
+    let mut items: Vec<(usize, u64, RestoreKey, Vec<String>)> = Vec::new();
     let mut n_keys = 0;
     if run.batch_size == 0 {
         let loader = builder(run).build_samples().unwrap();
         for item in loader.take(n) {
-            let Loaded { worker, value: Keyed { restore_key, value } } = item.unwrap();
-            items.push((worker, restore_key, vec![value]));
+            let Loaded { worker, index, value: Keyed { restore_key, value } } = item.unwrap();
+            items.push((worker, index, restore_key, vec![value]));
         }
     } else {
         let loader = builder(run).batch_size(Some(run.batch_size)).build_batches().unwrap();
         for item in loader {
-            let Loaded { worker, value: Keyed { restore_key, value: Batch { samples } } } =
+            let Loaded { worker, index, value: Keyed { restore_key, value: Batch { samples } } } =
                 item.unwrap();
             n_keys += samples.len();
-            items.push((worker, restore_key, samples.into_iter().map(|s| s.value).collect()));
+            items.push((
+                worker,
+                index,
+                restore_key,
+                samples.into_iter().map(|s| s.value).collect(),
+            ));
             if n_keys >= n {
                 break;
             }
         }
     }
-    let mut per_worker = vec![0u64; run.num_workers.max(1)];
     let mut keys = Vec::new();
     let mut verbose = Vec::new();
-    for (index, (worker, restore_key, batch)) in items.into_iter().enumerate() {
-        verbose.extend(verbose_lines(run, index, per_worker[worker], worker, &restore_key, &batch));
-        per_worker[worker] += 1;
+    for (index, (worker, worker_item, restore_key, batch)) in items.into_iter().enumerate() {
+        verbose.extend(verbose_lines(run, index, worker_item, worker, &restore_key, &batch));
         keys.extend(batch);
     }
     keys.truncate(n);

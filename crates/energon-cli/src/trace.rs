@@ -316,7 +316,7 @@ fn drive<I, W: Write>(
             _ => {}
         }
         let Some(item) = loader.next() else { break };
-        let Loaded { worker, value } = item?;
+        let Loaded { worker, value, .. } = item?;
         let batch = first_item + items;
         for (key, restore_key) in samples(&value) {
             printer.emit(Traced { worker, batch, key, restore_key })?;

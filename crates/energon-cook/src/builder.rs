@@ -30,6 +30,7 @@ use crate::{
     pipeline,
     policy::FailureStats,
     repeat::Repeat,
+    restore_key::{RestoreKey, loader_worker_id, split_loader_key},
     source::LeafSource,
     stage::{Keyed, Stage},
 };
@@ -466,14 +467,17 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
     /// The pipelines of every local worker up to the task encoder's sample stages (encoded,
     /// packed, not batched), without a loader; pipeline `w` is local worker `w`'s.
     pub fn build_sample_pipelines(&self) -> Result<Vec<BoxStage<E::Encoded>>> {
-        let encoded = self.encoded_pipelines(&*self.plan()?, &FailureStats::default())?;
+        let plan = self.plan()?;
+        let encoded = self.encoded_pipelines(&plan, &FailureStats::default(), None)?;
         Ok(encoded.into_iter().map(|(s, _)| s).collect())
     }
 
+    /// The encoded pipelines of every local worker, or only of local worker `only`.
     fn encoded_pipelines(
         &self,
         plan: &MixPlan,
         stats: &FailureStats,
+        only: Option<usize>,
     ) -> Result<Vec<(BoxStage<E::Encoded>, StageEnv)>> {
         let loads = self.leaves();
         let settings = &self.common.settings;
@@ -510,8 +514,9 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
             .collect::<Result<Vec<_>>>()?;
         let cfg = plan.worker_config;
         let tree = plan.tree();
-        let mut res = Vec::with_capacity(cfg.n_local_workers());
-        for worker in 0..cfg.n_local_workers() {
+        let workers = only.map_or(0..cfg.n_local_workers(), |w| w..w + 1);
+        let mut res = Vec::with_capacity(workers.len());
+        for worker in workers {
             let env = self.common.env(&cfg, worker, stats)?;
             let iters = plan.worker_leaves(worker)?;
             let mut leaves = Vec::with_capacity(iters.len());
@@ -545,13 +550,56 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
         &self,
         stats: &FailureStats,
     ) -> Result<Vec<BoxStage<E::Encoded>>> {
-        self.common.sample_pipelines(&*self.encoder, self.encoded_pipelines(&*self.plan()?, stats)?)
+        self.common
+            .sample_pipelines(&*self.encoder, self.encoded_pipelines(&*self.plan()?, stats, None)?)
     }
 
     /// Every local worker's whole pipeline of batches, as [`LoaderBuilder::build_batches`] runs
     /// them; failures are counted in `stats`.
     pub fn batch_worker_pipelines(&self, stats: &FailureStats) -> Result<Vec<BoxStage<E::Output>>> {
-        self.common.batch_pipelines(&self.encoder, self.encoded_pipelines(&*self.plan()?, stats)?)
+        self.common
+            .batch_pipelines(&self.encoder, self.encoded_pipelines(&*self.plan()?, stats, None)?)
+    }
+
+    /// Makes the sample of a loader's restore key again (the reference's
+    /// `loader.restore_sample`, for a loader of samples): the key starts with the loader
+    /// wrapper's `(name, global_worker_id, worker_item_index)` (see
+    /// [`RestoreKey::of_loader`]); the sample is re-read and re-run through that worker's
+    /// stages with the same indices, so the same per-sample seeds. The result carries the same
+    /// key. No loader needs to run; the stages run in the caller's thread.
+    pub fn restore_sample(&self, key: &RestoreKey) -> Result<Keyed<E::Encoded>> {
+        let (plan, worker) = self.restore_worker(key)?;
+        let encoded = self.encoded_pipelines(&plan, &FailureStats::default(), Some(worker))?;
+        let mut pipelines = self.common.sample_pipelines(&*self.encoder, encoded)?;
+        restore_in(&mut pipelines[0], key)
+    }
+
+    /// Makes the batch of a loader's restore key again (`loader.restore_sample` for a loader
+    /// of batches), as [`LoaderBuilder::restore_sample`] does for a sample.
+    pub fn restore_batch(&self, key: &RestoreKey) -> Result<Keyed<E::Output>> {
+        let (plan, worker) = self.restore_worker(key)?;
+        let encoded = self.encoded_pipelines(&plan, &FailureStats::default(), Some(worker))?;
+        let mut pipelines = self.common.batch_pipelines(&self.encoder, encoded)?;
+        restore_in(&mut pipelines[0], key)
+    }
+
+    /// The plan and the local worker of a loader's restore key.
+    fn restore_worker(&self, key: &RestoreKey) -> Result<(Arc<MixPlan>, usize)> {
+        let plan = self.plan()?;
+        let cfg = plan.worker_config;
+        let bad = || Error::BadState {
+            reason: format!(
+                "restore key {key} is not one of a loader of rank {} with {} workers (it starts \
+                 with the loader's wrapper, the global worker id and the worker's item index)",
+                cfg.rank(),
+                cfg.num_workers()
+            ),
+        };
+        let (_, global, _, _) = split_loader_key(key.parts()).ok_or_else(bad)?;
+        let first = loader_worker_id(&cfg, 0);
+        let local = global.checked_sub(first).filter(|&w| w < cfg.n_local_workers() as u64);
+        let local = local.ok_or_else(bad)?;
+        Ok((plan, local as usize))
     }
 
     /// The loader of encoded samples (no batching: no batch size, no batching by group).
@@ -559,7 +607,7 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
         // The plan is made once: for one dataset, planning slices every shard.
         let plan = self.plan()?;
         let stats = FailureStats::default();
-        let encoded = self.encoded_pipelines(&plan, &stats)?;
+        let encoded = self.encoded_pipelines(&plan, &stats, None)?;
         let pipelines = self.common.sample_pipelines(&*self.encoder, encoded)?;
         self.deal_reshaped(&plan, &pipelines)?;
         self.common.start(pipelines, &plan.worker_config, self.config_of(&plan), stats, false)
@@ -569,7 +617,7 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
     pub fn build_batches(mut self) -> Result<Loader<Keyed<E::Output>>> {
         let plan = self.plan()?;
         let stats = FailureStats::default();
-        let encoded = self.encoded_pipelines(&plan, &stats)?;
+        let encoded = self.encoded_pipelines(&plan, &stats, None)?;
         let pipelines = self.common.batch_pipelines(&self.encoder, encoded)?;
         self.deal_reshaped(&plan, &pipelines)?;
         self.common.start(pipelines, &plan.worker_config, self.config_of(&plan), stats, true)
@@ -585,6 +633,14 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
         state.workers = crate::elastic::deal(plan, &reshaped, fresh)?;
         Ok(())
     }
+}
+
+/// Makes the item of a loader's `key` again in a worker's pipeline, with that key.
+fn restore_in<T>(pipeline: &mut BoxStage<T>, key: &RestoreKey) -> Result<Keyed<T>> {
+    let (wrapper, global, index, _) = split_loader_key(key.parts()).expect("checked");
+    let mut item = pipeline.restore_item(key.parts())?;
+    item.restore_key = item.restore_key.of_loader(wrapper, global, index);
+    Ok(item)
 }
 
 /// The `load` function as a map hook: `Ok(None)` skips, errors go to the error policy (a

@@ -5,8 +5,8 @@
 use crate::{
     context::{ItemCounter, WorkerInfo},
     error::Result,
-    restore_key::KeyPart,
-    stage::Stage,
+    restore_key::{KeyPart, split_loader_key},
+    stage::{Stage, bad_key},
     state::{StageState, mismatch},
 };
 
@@ -196,7 +196,16 @@ impl<S: Stage> Stage for WorkerTop<S> {
         self.inner.restore(inner)
     }
 
+    /// Takes a key as the reference's loader hands it out, with its loader wrapper's
+    /// `(name, global_worker_id, worker_item_index)` first (the caller picked the worker's
+    /// pipeline): the item is made again as the worker's item of that index.
     fn restore_item(&mut self, key: &[KeyPart]) -> Result<S::Item> {
-        self.inner.restore_item(key)
+        let Some((_, _, index, rest)) = split_loader_key(key) else {
+            return Err(bad_key("worker's pipeline (a loader's key)", key));
+        };
+        self.items.set(index);
+        let res = self.inner.restore_item(rest);
+        self.items.set(self.index);
+        res
     }
 }

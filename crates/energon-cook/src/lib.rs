@@ -93,7 +93,7 @@ pub use crate::{
     loader::{Loaded, Loader, LoaderConfig},
     policy::{ErrorPolicy, FailureStats, HookCounts},
     repeat::Repeat,
-    restore_key::{KeyPart, RestoreKey},
+    restore_key::{KeyPart, LoaderWrapper, RestoreKey, loader_worker_id, split_loader_key},
     shuffle::ShuffleBuffer,
     source::LeafSource,
     stage::{FnStage, Keyed, Stage},

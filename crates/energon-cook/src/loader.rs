@@ -45,6 +45,9 @@ impl Default for LoaderConfig {
 pub struct Loaded<I> {
     /// The local worker id (0 without worker threads).
     pub worker: usize,
+    /// The index of the item among those of its worker, over all passes and restores (the
+    /// reference's `SavableDatasetWrapper._sample_index`, in its loader's restore keys).
+    pub index: u64,
     /// The item (a batch, or a sample without batching).
     pub value: I,
 }
@@ -112,9 +115,18 @@ struct Progress {
     consumed: u64,
     /// The newest state the worker reported, and after how many messages.
     snapshot: Option<(u64, StageState)>,
+    /// The index of the worker's next item.
+    items: u64,
 }
 
 impl Progress {
+    /// Takes an item: its index.
+    fn take_item(&mut self, state: Option<StageState>) -> u64 {
+        self.take(state);
+        self.items += 1;
+        self.items - 1
+    }
+
     fn take(&mut self, state: Option<StageState>) {
         self.consumed += 1;
         if let Some(state) = state {
@@ -135,6 +147,16 @@ enum Mode<I> {
     Threads { workers: Vec<WorkerThread<I>> },
 }
 
+/// The index of a worker's first item after `start`: the items its saved state had handed out,
+/// and those replayed after it.
+fn first_item(start: &Start, replayed_items: u64) -> u64 {
+    let saved = match &start.state {
+        Some(StageState::Worker { index, .. }) => *index,
+        _ => 0,
+    };
+    saved + replayed_items
+}
+
 struct WorkerThread<I> {
     receiver: Option<Receiver<Message<I>>>,
     thread: Option<JoinHandle<()>>,
@@ -143,6 +165,8 @@ struct WorkerThread<I> {
 }
 
 enum Message<I> {
+    /// The items replayed after restoring (the first message of a restored worker).
+    Resumed(u64),
     Item(I, Option<StageState>),
     End(Option<StageState>),
     Failed(Error),
@@ -220,8 +244,9 @@ impl<I: Send + 'static> Loader<I> {
         let mode = if config.num_workers == 0 {
             let mut pipeline = pipelines.pop().expect("exactly one pipeline");
             let start = starts.pop().expect("exactly one start");
-            resume(pipeline.as_mut(), &start)?;
-            let progress = Box::new(Progress { base: start, ..Progress::default() });
+            let replayed = resume(pipeline.as_mut(), &start)?;
+            let items = first_item(&start, replayed);
+            let progress = Box::new(Progress { base: start, items, ..Progress::default() });
             Mode::InProcess { pipeline, progress }
         } else {
             let mut workers = Vec::with_capacity(pipelines.len());
@@ -252,6 +277,12 @@ impl<I> Loader<I> {
             Mode::InProcess { .. } => 1,
             Mode::Threads { workers } => workers.len(),
         }
+    }
+
+    /// The reference's `global_worker_id()` of local worker `worker`, as its loader's restore
+    /// keys hold it: `rank * num_workers + worker` (so 0 on every rank without worker threads).
+    pub fn global_worker_id(&self, worker: usize) -> u64 {
+        self.meta.worker_config.map_or(worker as u64, |c| crate::loader_worker_id(&c, worker))
     }
 
     /// Failures and skips of the task encoder's hooks so far, over all workers.
@@ -307,15 +338,18 @@ impl<I> Loader<I> {
     }
 }
 
-/// Restores a pipeline's state and replays the items after it.
-fn resume<I>(pipeline: &mut dyn Stage<Item = I>, start: &Start) -> Result<()> {
+/// Restores a pipeline's state and replays the pulls after it; returns the items among them.
+fn resume<I>(pipeline: &mut dyn Stage<Item = I>, start: &Start) -> Result<u64> {
     if let Some(state) = &start.state {
         pipeline.restore(state)?;
     }
+    let mut items = 0;
     for _ in 0..start.replay {
-        pipeline.next()?;
+        if pipeline.next()?.is_some() {
+            items += 1;
+        }
     }
-    Ok(())
+    Ok(items)
 }
 
 /// The body of a worker thread: restore, then pull and send (with the pipeline's state every
@@ -327,9 +361,16 @@ fn run_worker<I>(
     every: u64,
     sender: &Sender<Message<I>>,
 ) {
-    if let Err(err) = resume(pipeline.as_mut(), start) {
-        let _ = sender.send(Message::Failed(err));
-        return;
+    match resume(pipeline.as_mut(), start) {
+        Ok(replayed) => {
+            if sender.send(Message::Resumed(replayed)).is_err() {
+                return;
+            }
+        }
+        Err(err) => {
+            let _ = sender.send(Message::Failed(err));
+            return;
+        }
     }
     let mut pulls = 0u64;
     let mut savable = every > 0;
@@ -363,10 +404,7 @@ impl<I> Iterator for Loader<I> {
         }
         let res = match &mut self.mode {
             Mode::InProcess { pipeline, progress } => match pipeline.next() {
-                Ok(Some(value)) => {
-                    progress.take(None);
-                    Ok(Loaded { worker: 0, value })
-                }
+                Ok(Some(value)) => Ok(Loaded { worker: 0, index: progress.take_item(None), value }),
                 Ok(None) => {
                     progress.take(None);
                     return None;
@@ -391,20 +429,29 @@ impl<I> Iterator for Loader<I> {
                     if slot.exhausted {
                         continue;
                     }
-                    let received = match &slot.receiver {
+                    let mut received = match &slot.receiver {
                         Some(receiver) => receiver.recv().ok(),
                         None => None,
                     };
+                    if let Some(Message::Resumed(replayed)) = received {
+                        slot.progress.items = first_item(&slot.progress.base, replayed);
+                        received = slot.receiver.as_ref().and_then(|r| r.recv().ok());
+                    }
                     match received {
                         Some(Message::Item(value, state)) => {
-                            slot.progress.take(state);
-                            break Ok(Loaded { worker, value });
+                            let index = slot.progress.take_item(state);
+                            break Ok(Loaded { worker, index, value });
                         }
                         Some(Message::End(state)) => {
                             slot.progress.take(state);
                             slot.exhausted = true;
                         }
                         Some(Message::Failed(err)) => break Err(err),
+                        Some(Message::Resumed(_)) => {
+                            break Err(Error::BadState {
+                                reason: format!("worker {worker} resumed twice"),
+                            });
+                        }
                         // The thread is gone without a word: it panicked.
                         None => {
                             slot.exhausted = true;

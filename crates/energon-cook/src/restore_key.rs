@@ -8,6 +8,7 @@
 
 use std::{borrow::Cow, fmt};
 
+use energon_dist::WorkerConfig;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// One element of a [`RestoreKey`].
@@ -73,6 +74,69 @@ impl RestoreKey {
         parts.extend(keys.into_iter().map(|k| KeyPart::Key(k.clone())));
         RestoreKey { parts }
     }
+}
+
+/// The reference's loader wrapper, whose `(name, global_worker_id, worker_item_index)` starts
+/// every key its loader hands out: `SavableDatasetWrapper` in the worker processes of a savable
+/// loader, `SimpleSavableDatasetWrapper` in a basic loader or without worker processes.
+///
+/// The keys of energon-cook's items leave it out (a [`Loaded`](crate::Loaded) carries the
+/// worker and its item index instead); [`RestoreKey::of_loader`] adds it, and a worker
+/// pipeline's `restore_item` takes a key with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoaderWrapper {
+    /// `SavableDatasetWrapper`.
+    Savable,
+    /// `SimpleSavableDatasetWrapper`.
+    Simple,
+}
+
+impl LoaderWrapper {
+    /// The reference's class name.
+    pub fn name(self) -> &'static str {
+        match self {
+            LoaderWrapper::Savable => "SavableDatasetWrapper",
+            LoaderWrapper::Simple => "SimpleSavableDatasetWrapper",
+        }
+    }
+
+    /// The wrapper of a loader: a savable loader with worker threads has the savable one.
+    pub fn of(savable: bool, num_workers: usize) -> Self {
+        if savable && num_workers > 0 { LoaderWrapper::Savable } else { LoaderWrapper::Simple }
+    }
+}
+
+impl RestoreKey {
+    /// The key as the reference's loader hands it out:
+    /// `(wrapper, global_worker_id, worker_item_index, *self)`.
+    pub fn of_loader(&self, wrapper: LoaderWrapper, global_worker_id: u64, index: u64) -> Self {
+        let mut parts = Vec::with_capacity(self.parts.len() + 3);
+        parts.push(KeyPart::Name(Cow::Borrowed(wrapper.name())));
+        parts.push(KeyPart::Index(global_worker_id));
+        parts.push(KeyPart::Index(index));
+        parts.extend(self.parts.iter().cloned());
+        RestoreKey { parts }
+    }
+}
+
+/// The global worker id in the reference's loader keys for local worker `local`:
+/// `rank * num_workers + local`, which is 0 on every rank without worker threads (unlike
+/// [`WorkerConfig::global_worker_id`], which seeds and slices).
+pub fn loader_worker_id(config: &WorkerConfig, local: usize) -> u64 {
+    (config.rank() * config.num_workers() + local) as u64
+}
+
+/// A loader's key split into its wrapper, global worker id, the worker's item index and the
+/// key of the item inside the worker's pipeline; `None` if `key` does not start with a loader
+/// wrapper.
+pub fn split_loader_key(key: &[KeyPart]) -> Option<(LoaderWrapper, u64, u64, &[KeyPart])> {
+    let [KeyPart::Name(name), KeyPart::Index(worker), KeyPart::Index(index), rest @ ..] = key
+    else {
+        return None;
+    };
+    let wrapper =
+        [LoaderWrapper::Savable, LoaderWrapper::Simple].into_iter().find(|w| w.name() == name)?;
+    Some((wrapper, *worker, *index, rest))
 }
 
 /// The human-readable form of a key part.
@@ -198,6 +262,19 @@ mod tests {
         );
         let single = RestoreKey::from_parts(vec![KeyPart::Index(3)]);
         assert_eq!(single.to_string(), "(3,)");
+        let loader = key.of_loader(LoaderWrapper::Savable, 3, 9);
+        assert_eq!(
+            loader.to_string(),
+            "('SavableDatasetWrapper', 3, 9, 'MapDataset', 0, 'MapDataset', 2, 'Webdataset', 50)"
+        );
+        let (wrapper, worker, index, rest) = split_loader_key(loader.parts()).unwrap();
+        assert_eq!((wrapper, worker, index, rest), (LoaderWrapper::Savable, 3, 9, key.parts()));
+        assert_eq!(LoaderWrapper::of(false, 2), LoaderWrapper::Simple);
+        assert_eq!(LoaderWrapper::of(true, 0), LoaderWrapper::Simple);
+        assert!(split_loader_key(key.parts()).is_none());
+        let mut other = loader.parts().to_vec();
+        other[0] = KeyPart::Name(Cow::Borrowed("OtherWrapper"));
+        assert!(split_loader_key(&other).is_none());
     }
 
     #[test]

@@ -446,3 +446,28 @@ impl<'py> Converter<'py> {
         }
     }
 }
+
+/// A restore key from its Python tuple (names, non-negative integers and nested tuples, as the
+/// loader's items carry it).
+pub(crate) fn key_from_py(obj: &Bound<'_, PyAny>) -> PyResult<RestoreKey> {
+    let bad = || {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "a restore key is a tuple of strings, non-negative integers and tuples, not {obj}"
+        ))
+    };
+    if obj.is_instance_of::<pyo3::types::PyString>() {
+        return Err(bad());
+    }
+    let mut parts = Vec::new();
+    for part in obj.try_iter().map_err(|_| bad())? {
+        let part = part?;
+        parts.push(if let Ok(name) = part.extract::<String>() {
+            KeyPart::Name(name.into())
+        } else if part.is_instance_of::<pyo3::types::PyInt>() {
+            KeyPart::Index(part.extract::<u64>().map_err(|_| bad())?)
+        } else {
+            KeyPart::Key(key_from_py(&part)?)
+        });
+    }
+    Ok(RestoreKey::from_parts(parts))
+}

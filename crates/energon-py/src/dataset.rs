@@ -19,7 +19,7 @@ use crate::{
     encoder::PyEncoder,
     errors::{config_error, to_py_err},
     hooks::{Hooks, Item},
-    loader::RustLoader,
+    loader::{Raw, RustLoader},
     mix::MixSource,
     sample::sample_to_py,
 };
@@ -286,6 +286,21 @@ impl DatasetSpec {
         Ok(spec)
     }
 
+    /// Makes the item (sample or batch) of a loader's restore key again: the key as the
+    /// loader's items carry it, starting with the loader wrapper, the global worker id and the
+    /// worker's item index (the reference's `loader.restore_sample`).
+    fn restore_item(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let builder = self.builder();
+        let batches = self.batches();
+        crate::loader::restore_item(py, key, &self.hooks, |key| {
+            Ok(if batches {
+                Raw::Batch(builder.restore_batch(key)?)
+            } else {
+                Raw::Sample(builder.restore_sample(key)?)
+            })
+        })
+    }
+
     /// The reference's class name of the samples (`CaptioningSample`, `CrudeSample`, ...);
     /// `None` for a metadataset whose datasets yield different types.
     #[getter]
@@ -466,5 +481,10 @@ impl DatasetSpec {
     /// The rank of the worker configuration.
     pub(crate) fn rank(&self) -> usize {
         self.worker_config.rank()
+    }
+
+    /// The worker configuration.
+    pub(crate) fn worker_config(&self) -> WorkerConfig {
+        self.worker_config
     }
 }

@@ -24,8 +24,9 @@ use std::{
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use energon_cook::{
-    Keyed, Loader, LoaderState,
+    Keyed, Loaded, Loader, LoaderState, LoaderWrapper, RestoreKey,
     checkpoint::{Checkpoint, Encoding},
+    loader_worker_id,
 };
 use energon_reader::Sample;
 use pyo3::{
@@ -35,7 +36,7 @@ use pyo3::{
 };
 
 use crate::{
-    convert::Converter,
+    convert::{Converter, key_from_py},
     dataset::DatasetSpec,
     encoder::WorkerBatch,
     errors::{LoaderError, to_py_err},
@@ -57,17 +58,40 @@ pub(crate) enum RustLoader {
     clippy::large_enum_variant,
     reason = "an item is made once and moved a few times; boxing would add an allocation"
 )]
-enum Raw {
+pub(crate) enum Raw {
     Sample(Keyed<Item>),
     Batch(Keyed<WorkerBatch>),
 }
 
+/// How the restore keys of a loader's items start, as the reference's loader makes them: its
+/// wrapper, and the global worker id of a worker whose pipeline runs alone (torch `DataLoader`
+/// worker processes); else the loader knows each item's worker.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeyPrefix {
+    pub(crate) wrapper: LoaderWrapper,
+    pub(crate) worker: Option<u64>,
+}
+
+impl KeyPrefix {
+    /// The item of `loaded` with the loader's restore key.
+    fn apply<T, L>(self, loader: &Loader<L>, loaded: Loaded<Keyed<T>>) -> Keyed<T> {
+        let worker = self.worker.unwrap_or_else(|| loader.global_worker_id(loaded.worker));
+        let Keyed { restore_key, value } = loaded.value;
+        Keyed { restore_key: restore_key.of_loader(self.wrapper, worker, loaded.index), value }
+    }
+}
+
 impl RustLoader {
-    /// The next item; `None` at the end of a pass (the call after it starts the next pass).
-    fn next(&mut self) -> Option<energon_cook::Result<Raw>> {
+    /// The next item, with the loader's restore key; `None` at the end of a pass (the call
+    /// after it starts the next pass).
+    fn next(&mut self, prefix: KeyPrefix) -> Option<energon_cook::Result<Raw>> {
         match self {
-            RustLoader::Samples(l) => l.next().map(|r| r.map(|loaded| Raw::Sample(loaded.value))),
-            RustLoader::Batches(l) => l.next().map(|r| r.map(|loaded| Raw::Batch(loaded.value))),
+            RustLoader::Samples(l) => {
+                l.next().map(|r| r.map(|loaded| Raw::Sample(prefix.apply(l, loaded))))
+            }
+            RustLoader::Batches(l) => {
+                l.next().map(|r| r.map(|loaded| Raw::Batch(prefix.apply(l, loaded))))
+            }
         }
     }
 
@@ -85,11 +109,10 @@ impl RustLoader {
     clippy::large_enum_variant,
     reason = "an item is made once and moved a few times; boxing would add an allocation"
 )]
-enum Prepared {
+pub(crate) enum Prepared {
     Sample(Keyed<Sample>),
     Collated(Collated),
-    Py(Py<PyAny>),
-    /// A sample a Python hook made, and the loader's restore key for it.
+    /// A sample (or batch) a Python hook made, and the loader's restore key for it.
     PySample(Keyed<Py<PyAny>>),
     /// The end of a pass.
     End,
@@ -136,6 +159,11 @@ impl PyLoader {
         let spec = spec.get();
         let hooks = Arc::clone(spec.hooks());
         let rank = spec.rank();
+        let config = spec.worker_config();
+        let prefix = KeyPrefix {
+            wrapper: LoaderWrapper::of(savable, config.num_workers()),
+            worker: worker.map(|w| loader_worker_id(&config, w)),
+        };
         let restore = restore.map(|bytes| rank_state(bytes, rank)).transpose()?;
         let source = py
             .detach(|| spec.start(prefetch_factor, worker, restore))
@@ -147,7 +175,7 @@ impl PyLoader {
         let pump_hooks = Arc::clone(&hooks);
         let pump = thread::Builder::new()
             .name("energon-pump".to_owned())
-            .spawn(move || pump(source, savable, &pump_hooks, &sender, &next_pass_receiver))
+            .spawn(move || pump(source, prefix, savable, &pump_hooks, &sender, &next_pass_receiver))
             .map_err(|e| to_py_err(&e))?;
         Ok(PyLoader {
             receiver: Some(receiver),
@@ -192,29 +220,9 @@ impl PyLoader {
         if state.is_some() {
             self.state = state;
         }
-        let conv = Converter::new(py, self.hooks.output())?;
-        let res = match prepared {
-            Prepared::Sample(Keyed { restore_key, value }) => {
-                sample_to_py(&conv, value, Some(&restore_key))?
-            }
-            Prepared::Collated(collated) => collated.into_py(&conv)?,
-            Prepared::Py(obj) => obj.into_bound(py),
-            Prepared::PySample(Keyed { restore_key, value }) => {
-                let obj = value.into_bound(py);
-                set_restore_key(&obj, conv.restore_key(&restore_key)?.into_any())?;
-                obj
-            }
-            Prepared::End => {
-                self.ended = true;
-                return Ok(None);
-            }
-            Prepared::Failed(err) => {
-                return Err(self.hooks.take_failure().unwrap_or_else(|| to_py_err(&err)));
-            }
-            Prepared::FailedPy(err) => return Err(err),
-            Prepared::FailedBatch(message) => return Err(LoaderError::new_err(message)),
-        };
-        Ok(Some(res.unbind()))
+        let res = to_python(py, prepared, &self.hooks)?;
+        self.ended = res.is_none();
+        Ok(res)
     }
 
     /// The loader's state between the items handed out so far and the next one, as the bytes of
@@ -277,6 +285,46 @@ impl Drop for PyLoader {
     }
 }
 
+/// A prepared item as a Python object; `None` at the end of a pass.
+fn to_python(py: Python<'_>, prepared: Prepared, hooks: &Hooks) -> PyResult<Option<Py<PyAny>>> {
+    let conv = Converter::new(py, hooks.output())?;
+    let res = match prepared {
+        Prepared::Sample(Keyed { restore_key, value }) => {
+            sample_to_py(&conv, value, Some(&restore_key))?
+        }
+        Prepared::Collated(collated) => collated.into_py(&conv)?,
+        Prepared::PySample(Keyed { restore_key, value }) => {
+            let obj = value.into_bound(py);
+            set_restore_key(&obj, conv.restore_key(&restore_key)?.into_any())?;
+            obj
+        }
+        Prepared::End => return Ok(None),
+        Prepared::Failed(err) => {
+            return Err(hooks.take_failure().unwrap_or_else(|| to_py_err(&err)));
+        }
+        Prepared::FailedPy(err) => return Err(err),
+        Prepared::FailedBatch(message) => return Err(LoaderError::new_err(message)),
+    };
+    Ok(Some(res.unbind()))
+}
+
+/// Makes the item of a loader's restore key (`key`, a tuple as the loader's items carry it)
+/// again, as the reference's `loader.restore_sample` does: energon-cook re-runs the worker's
+/// stages for it in this thread, the Python batch hooks included.
+pub(crate) fn restore_item(
+    py: Python<'_>,
+    key: &Bound<'_, PyAny>,
+    hooks: &Hooks,
+    restore: impl FnOnce(&RestoreKey) -> energon_cook::Result<Raw> + Send,
+) -> PyResult<Py<PyAny>> {
+    let key = key_from_py(key)?;
+    let prepared = py.detach(|| prepare(restore(&key), hooks));
+    let Some(prepared) = prepared else {
+        return Err(LoaderError::new_err(format!("a batch hook skipped the item of {key}")));
+    };
+    Ok(to_python(py, prepared, hooks)?.expect("an item"))
+}
+
 /// The state of `rank` in a checkpoint's bytes.
 fn rank_state(bytes: &[u8], rank: usize) -> PyResult<LoaderState> {
     let checkpoint =
@@ -294,13 +342,14 @@ fn rank_state(bytes: &[u8], rank: usize) -> PyResult<LoaderState> {
 /// again (`next_pass`), so that nothing of it is read before (the error handler would see it).
 fn pump(
     mut source: RustLoader,
+    prefix: KeyPrefix,
     savable: bool,
     hooks: &Hooks,
     sender: &Sender<Message>,
     next_pass: &Receiver<()>,
 ) {
     loop {
-        let prepared = match source.next() {
+        let prepared = match source.next(prefix) {
             None => {
                 let state = if savable { source.save_state().ok() } else { None };
                 if sender.send((Prepared::End, state)).is_err() || next_pass.recv().is_err() {
@@ -336,7 +385,7 @@ fn pump(
 }
 
 /// Prepares one item; `None` when a Python batch hook skipped it.
-fn prepare(item: energon_cook::Result<Raw>, hooks: &Hooks) -> Option<Prepared> {
+pub(crate) fn prepare(item: energon_cook::Result<Raw>, hooks: &Hooks) -> Option<Prepared> {
     Some(match item {
         Err(err) => Prepared::Failed(err),
         Ok(Raw::Sample(Keyed { restore_key, value: Item::Rust(sample) })) => {
@@ -349,9 +398,11 @@ fn prepare(item: energon_cook::Result<Raw>, hooks: &Hooks) -> Option<Prepared> {
             WorkerBatch::Collated(collated) => Prepared::Collated(collated.with_key(restore_key)),
             WorkerBatch::Failed(message) => Prepared::FailedBatch(message),
             WorkerBatch::Items(batch, contexts) => {
-                let batch = Keyed { restore_key, value: batch };
+                let batch = Keyed { restore_key: restore_key.clone(), value: batch };
                 match Python::attach(|py| hooks.batch_py(py, batch, contexts)) {
-                    Ok(Some(obj)) => Prepared::Py(obj),
+                    // The batch gets the batch stage's restore key, as the reference's batch
+                    // stage sets it on what its batcher returns.
+                    Ok(Some(obj)) => Prepared::PySample(Keyed { restore_key, value: obj }),
                     Ok(None) => return None,
                     Err(err) => Prepared::FailedPy(err),
                 }

@@ -100,10 +100,13 @@ def test_samples_carry_their_dataset_subflavors_and_blend_restore_keys():
     )
     assert ds.sample_type is None  # captioning samples and cooked text samples
     seen = {}
-    for sample in energon_rs.get_loader(ds):
+    for n, sample in enumerate(energon_rs.get_loader(ds)):
         key = sample.__restore_key__
-        # The loader's key, also on the samples the cooker made: the encode stage, the blend
-        # and the dataset it came from, ..., the sample index.
+        # The loader's key, also on the samples the cooker made: the loader's wrapper (the
+        # global worker, the worker's item index), the encode stage, the blend and the dataset it
+        # came from, ..., the sample index.
+        assert key[:3] == ("SimpleSavableDatasetWrapper", 0, n), key
+        key = key[3:]
         assert (key[0], key[2], key[-2]) == ("MapDataset", "BlendDataset", "Webdataset"), key
         seen.setdefault(key[3], (type(sample).__name__, sample.__subflavors__))
         if len(seen) == 3:
@@ -270,5 +273,5 @@ def test_joins_call_a_joiner_function(tmp_path, ref_small_copy):
         "__key__": "00000000",
         "captions": [first["captions"][0]] * 2,
         "subflavors": [{}, {"side": "second"}],
-        "__restore_key__": ("MapDataset", 0, "MapDataset", 0, "Webdataset", 0),
+        "__restore_key__": ("SimpleSavableDatasetWrapper", 0, 0, "MapDataset", 0, "MapDataset", 0, "Webdataset", 0),
     }

@@ -109,7 +109,8 @@ def test_batches_stack_tensor_fields_and_list_the_others(ref_small, wc2):
     # As in the reference: a dict of the dataset's subflavors, empty when it sets none.
     assert batch.__subflavors__ == [{}] * 5
     assert len(batch.__sources__) == 5
-    assert batch.__restore_key__[:3] == ("MapDataset", 0, "BatchDataset")
+    # The loader's wrapper (global worker 0, its first item), then the batch's stages.
+    assert batch.__restore_key__[:6] == ("SimpleSavableDatasetWrapper", 0, 0, "MapDataset", 0, "BatchDataset")
     reader = energon_rs.load_dataset(ref_small).reader("train")
     for i in range(5):
         np.testing.assert_array_equal(batch.image[i], reader[i].image)
@@ -121,8 +122,10 @@ def test_samples_without_batching_carry_the_loader_restore_key(ref_small):
     ds = energon_rs.get_val_dataset(ref_small, split_part="train", worker_config=wc, batch_size=None)
     s = next(iter(energon_rs.get_loader(ds)))
     assert s.__key__ == "00000000"
-    # Each map stage (loading, encoding) prepends itself, as in the reference.
-    assert s.__restore_key__[0] == "MapDataset" and s.__restore_key__[-2:] == ("Webdataset", 0)
+    # Each map stage (loading, encoding) prepends itself, and the loader's wrapper comes first,
+    # as in the reference.
+    assert s.__restore_key__[:4] == ("SimpleSavableDatasetWrapper", 0, 0, "MapDataset")
+    assert s.__restore_key__[-2:] == ("Webdataset", 0)
 
 
 def test_torch_option_returns_tensors_sharing_memory(ref_small, wc2):

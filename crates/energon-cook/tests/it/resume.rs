@@ -1,7 +1,7 @@
 //! The reference's resume traces: save after 5 batches, restore in a fresh loader, the next 5
 //! batches are the reference's.
 
-use energon_cook::{Batch, Keyed, LoaderBuilder};
+use energon_cook::{Batch, Keyed, LoaderBuilder, LoaderWrapper, RestoreKey};
 use energon_dist::WorkerConfig;
 
 use crate::util::{dataset, expected, through_file};
@@ -81,4 +81,62 @@ fn the_saved_state_has_what_the_reference_saves() {
             &serde_json::json!({"slice": 0, "current": 13}),
         ]
     );
+}
+
+/// Every item of `loader` for `n` pulls: (worker, its item index, the loader's restore key,
+/// the sample keys).
+fn loader_items(
+    loader: &mut energon_cook::Loader<Keyed<Batch<String>>>,
+    n: usize,
+) -> Vec<(usize, u64, RestoreKey, Vec<String>)> {
+    (0..n)
+        .map(|_| {
+            let item = loader.next().unwrap().unwrap();
+            let global = loader.global_worker_id(item.worker);
+            let key = item.value.restore_key.of_loader(LoaderWrapper::Savable, global, item.index);
+            (item.worker, item.index, key, keys(&item.value))
+        })
+        .collect()
+}
+
+#[test]
+fn worker_item_indices_continue_over_restores_and_keys_make_the_items_again() {
+    for num_workers in [0, 3] {
+        for checkpoint_every in [1, 4] {
+            let mut loader =
+                builder(num_workers).checkpoint_every(checkpoint_every).build_batches().unwrap();
+            let first = loader_items(&mut loader, 7);
+            let state = loader.save_state().unwrap();
+            let next = loader_items(&mut loader, 5);
+            let n_local = num_workers.max(1);
+            let indices: Vec<(usize, u64)> =
+                first.iter().chain(&next).map(|(w, i, _, _)| (*w, *i)).collect();
+            let want: Vec<(usize, u64)> =
+                (0..12).map(|i| (i % n_local, (i / n_local) as u64)).collect();
+            assert_eq!(indices, want, "{num_workers} workers");
+            let mut restored = builder(num_workers).restore_state(state).build_batches().unwrap();
+            assert_eq!(loader_items(&mut restored, 5), next, "{num_workers} workers");
+            // Any item, from its key alone, without a running loader.
+            let maker = builder(num_workers);
+            for (_, _, key, samples) in first.iter().chain(&next) {
+                let item = maker.restore_batch(key).unwrap();
+                assert_eq!(&item.restore_key, key);
+                assert_eq!(&keys(&item), samples);
+            }
+        }
+    }
+}
+
+#[test]
+fn restore_keys_of_another_worker_or_form_are_refused() {
+    let maker = builder(2);
+    let inner = RestoreKey::leaf(3);
+    // Rank 0 with 2 workers has the global workers 0 and 1.
+    let err = maker.restore_batch(&inner.of_loader(LoaderWrapper::Savable, 2, 0)).unwrap_err();
+    assert!(err.to_string().contains("rank 0 with 2 workers"), "{err}");
+    let err = maker.restore_batch(&inner).unwrap_err();
+    assert!(err.to_string().contains("wrapper"), "{err}");
+    // A key of the right worker, but not of an item of its pipeline.
+    let err = maker.restore_batch(&inner.of_loader(LoaderWrapper::Savable, 1, 0)).unwrap_err();
+    assert!(err.to_string().contains("('Webdataset', 3) is not one of a"), "{err}");
 }

@@ -413,6 +413,18 @@ class BasicDataLoader:
         """The items of one pass of this rank: batches when batching, else samples."""
         return self.dataset.items_per_pass()
 
+    def can_restore_sample(self) -> bool:
+        """Whether `restore_sample` can make items again: always, every stage of an energon_rs
+        pipeline can (hooks that are not `@stateless` are called again as they are)."""
+        return True
+
+    def restore_sample(self, restore_key: tuple) -> Any:
+        """The item (sample or batch) of `restore_key` made again, as the loader handed it out
+        with that `__restore_key__`: re-read and re-run through the worker's stages with the same
+        indices (so the same per-sample seeds), in this thread, without changing the loader's
+        position."""
+        return self.dataset._spec.restore_item(tuple(restore_key))
+
     def close(self) -> None:
         """Stops the worker threads (also done when the loader is garbage collected)."""
         if self._watchdog is not None:
