@@ -11,6 +11,8 @@ use std::{
 
 use anyhow::Context;
 
+pub mod s3;
+
 pub use energon_fixtures::{fixtures_dir, ref_small_dir, ref_small_expected_dir};
 
 /// Recursively copies a folder (files made writable, so tests may modify the copy).

@@ -26,6 +26,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use energon_index::{
     NV_META,
+    storage,
     dataset_config::{DatasetConfig, ENERGON_MODULE, read_dataset_config},
     discover::{DatasetKind, classify},
     info::read_dataset_info,
@@ -68,7 +69,7 @@ fn summary(args: &InfoArgs) -> anyhow::Result<String> {
     let info = read_dataset_info(&path)?;
     let (split_path, split) = read_dataset_split(&path, Some(&args.split_config))?;
     let config_path = path.join(NV_META).join(&args.dataset_config);
-    let sample_type = if config_path.is_file() {
+    let sample_type = if storage::is_file(&config_path) {
         sample_class(&read_dataset_config(&config_path)?)
     } else {
         format!("none (no {NV_META}/{})", args.dataset_config)
@@ -77,9 +78,8 @@ fn summary(args: &InfoArgs) -> anyhow::Result<String> {
     let mut n_bytes = 0u64;
     for shard in info.shard_names() {
         let shard_path = path.join(shard);
-        n_bytes += std::fs::metadata(&shard_path)
-            .with_context(|| format!("cannot stat shard {}", shard_path.display()))?
-            .len();
+        n_bytes += storage::size(&shard_path)
+            .with_context(|| format!("cannot stat shard {}", shard_path.display()))?;
     }
     let mut parts: Vec<(&str, Vec<String>)> = Vec::new();
     for (part, patterns) in &split.split_parts {
@@ -127,7 +127,7 @@ fn summary(args: &InfoArgs) -> anyhow::Result<String> {
 
 fn jsonl_summary(path: &Path, name: &str) -> anyhow::Result<String> {
     let n_samples = energon_index::jsonl_idx::JsonlIndex::open(path)?.len() as u64;
-    let n_bytes = std::fs::metadata(path)?.len();
+    let n_bytes = storage::size(path)?;
     Ok(format!(
         "\n* {name}: `{}` ({} samples, {} in 1 file)\n  * Sample Type: \
          {{py:class}}`CrudeSample <megatron.energon.CrudeSample>` (JSONL, key = line number, part \
@@ -183,6 +183,9 @@ fn human_size(n: u64) -> String {
 /// The absolute, lexically normalized path (`.` and `..` resolved, symlinks kept), as the
 /// reference's `EPath` prints it.
 fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
+    if storage::is_remote(path) {
+        return Ok(storage::normalize(path)?);
+    }
     let abs =
         std::path::absolute(path).with_context(|| format!("cannot resolve {}", path.display()))?;
     let mut res = PathBuf::new();

@@ -22,6 +22,7 @@ use energon_dist::PyRandom;
 use regex::Regex;
 
 use crate::{
+    storage,
     Error, INDEX_SQLITE, INFO_JSON, INFO_YAML, NV_META, Result, split::brace_expand,
     yaml::pynum::py_float,
 };
@@ -49,7 +50,7 @@ pub enum DatasetKind {
 pub fn classify(path: &Path) -> Result<DatasetKind> {
     let invalid =
         |reason: &str| Err(Error::NotADataset { path: path.to_owned(), reason: reason.to_owned() });
-    if path.is_file() {
+    if storage::is_file(path) {
         let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
         return if name.ends_with(".jsonl") {
             Ok(DatasetKind::Jsonl)
@@ -59,13 +60,13 @@ pub fn classify(path: &Path) -> Result<DatasetKind> {
             invalid("a file that is neither .jsonl nor a .yaml metadataset")
         };
     }
-    if !path.is_dir() {
+    if !storage::is_dir(path) {
         return invalid("no such file or folder");
     }
     let meta = path.join(NV_META);
-    if meta.join(INFO_JSON).is_file() || meta.join(INFO_YAML).is_file() {
+    if storage::is_file(&meta.join(INFO_JSON)) || storage::is_file(&meta.join(INFO_YAML)) {
         Ok(DatasetKind::WebDataset)
-    } else if meta.join(INDEX_SQLITE).is_file() {
+    } else if storage::is_file(&meta.join(INDEX_SQLITE)) {
         Ok(DatasetKind::Filesystem)
     } else {
         Ok(DatasetKind::Folder)
@@ -80,6 +81,9 @@ pub fn classify(path: &Path) -> Result<DatasetKind> {
 /// descended into, and folders that cannot be read are skipped (logged). Unlike it, folders whose
 /// name ends in `.tar` are not returned as shards.
 pub fn discover_shards(root: &Path) -> Result<Vec<String>> {
+    if storage::is_remote(root) {
+        return discover_remote_shards(root);
+    }
     let mut found: Vec<Vec<String>> = Vec::new();
     let mut stack: Vec<(PathBuf, Vec<String>)> = vec![(root.to_owned(), Vec::new())];
     while let Some((dir, rel)) = stack.pop() {
@@ -111,6 +115,19 @@ pub fn discover_shards(root: &Path) -> Result<Vec<String>> {
             }
         }
     }
+    found.sort();
+    Ok(found.into_iter().map(|parts| parts.join("/")).collect())
+}
+
+/// [`discover_shards`] for an object-store prefix: every object named `*.tar` or `*.tgz` below
+/// it, in the same order.
+fn discover_remote_shards(root: &Path) -> Result<Vec<String>> {
+    let listed = storage::list_files(root).map_err(|e| Error::io("cannot list", root, e))?;
+    let mut found: Vec<Vec<String>> = listed
+        .into_iter()
+        .filter(|o| o.name.ends_with(".tar") || o.name.ends_with(".tgz"))
+        .map(|o| o.name.split('/').map(str::to_owned).collect())
+        .collect();
     found.sort();
     Ok(found.into_iter().map(|parts| parts.join("/")).collect())
 }

@@ -11,6 +11,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use crate::{
+    storage,
     Error, INFO_JSON, INFO_YAML, NV_META, Result, fsutil,
     yaml::{self, DumpOptions, pynum::py_float_repr},
 };
@@ -109,9 +110,9 @@ pub fn read_dataset_info(root: &Path) -> Result<DatasetInfo> {
     let meta = root.join(NV_META);
     let json_path = meta.join(INFO_JSON);
     let yaml_path = meta.join(INFO_YAML);
-    if json_path.is_file() {
+    if storage::is_file(&json_path) {
         read_info_json(&json_path)
-    } else if yaml_path.is_file() {
+    } else if storage::is_file(&yaml_path) {
         let value = yaml::load_yaml(&yaml_path)?;
         DatasetInfo::from_value(&value, &yaml_path)
     } else {

@@ -11,7 +11,7 @@
 //! with only blank lines, is an error.
 
 use std::{
-    fs::{self, File},
+    fs::File,
     path::{Path, PathBuf},
 };
 
@@ -32,6 +32,10 @@ pub fn jsonl_idx_path(jsonl: &Path) -> PathBuf {
 /// Errors: [`Error::Io`] when the file cannot be read; [`Error::BadJsonl`] with the byte offset
 /// of the bad line when a line is not a `{...}` object, or when the file has no record.
 pub fn build_jsonl_offsets(path: &Path) -> Result<Vec<u64>> {
+    if crate::storage::is_remote(path) {
+        let bytes = crate::storage::read(path).map_err(|e| Error::io("cannot read", path, e))?;
+        return jsonl_offsets(path, &bytes);
+    }
     let file = File::open(path).map_err(|e| Error::io("cannot open", path, e))?;
     let len = file.metadata().map_err(|e| Error::io("cannot stat", path, e))?.len();
     if len == 0 {
@@ -113,8 +117,10 @@ impl JsonlIndex {
     /// the file: its last entry must equal the file size.
     pub fn open(jsonl: &Path) -> Result<Self> {
         let idx_path = jsonl_idx_path(jsonl);
-        let bytes = fs::read(&idx_path).map_err(|e| Error::io("cannot read", &idx_path, e))?;
-        let data_len = fs::metadata(jsonl).map_err(|e| Error::io("cannot stat", jsonl, e))?.len();
+        let bytes =
+            crate::storage::read(&idx_path).map_err(|e| Error::io("cannot read", &idx_path, e))?;
+        let data_len =
+            crate::storage::size(jsonl).map_err(|e| Error::io("cannot stat", jsonl, e))?;
         Self::from_bytes(&idx_path, &bytes, data_len)
     }
 

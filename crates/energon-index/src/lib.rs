@@ -76,6 +76,7 @@ pub mod media;
 pub mod prepare;
 mod shard;
 pub mod split;
+pub mod storage;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod tar_idx;

@@ -26,6 +26,7 @@ use serde_json::{Map, Value};
 pub use brace::{brace_expand, collapse};
 
 use crate::{
+    storage,
     Error, NV_META, Result, SPLIT_YAML, fsutil,
     info::{dump_json, kind_of},
     yaml::{self, DumpOptions},
@@ -195,9 +196,9 @@ pub fn read_dataset_split(root: &Path, name: Option<&str>) -> Result<(PathBuf, S
     let meta = root.join(NV_META);
     let name = name.unwrap_or(SPLIT_YAML);
     let path = meta.join(name);
-    if name == SPLIT_YAML && !path.is_file() {
+    if name == SPLIT_YAML && !storage::is_file(&path) {
         let json_path = meta.join(SPLIT_JSON);
-        if json_path.is_file() {
+        if storage::is_file(&json_path) {
             let config = read_split_config(&json_path)?;
             return Ok((json_path, config));
         }

@@ -12,10 +12,7 @@
 //! first sample (directories, `__meta__` files) are skipped by every reader, and the stored
 //! value makes the range exact.
 
-use std::{
-    fs,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use crate::{Error, Result, fsutil};
 
@@ -52,7 +49,7 @@ impl TarIndex {
     /// Reads and validates the index file at `path` (the `.tar.idx` itself, see
     /// [`tar_idx_path`]).
     pub fn open(path: &Path) -> Result<Self> {
-        let bytes = fs::read(path).map_err(|e| Error::io("cannot read", path, e))?;
+        let bytes = crate::storage::read(path).map_err(|e| Error::io("cannot read", path, e))?;
         Self::from_bytes(path, &bytes)
     }
 
@@ -117,7 +114,7 @@ impl TarIndex {
 /// The number of samples an index file holds, from its size alone (what `energon lint`
 /// compares with `.info.json`).
 pub fn count_samples(path: &Path) -> Result<u64> {
-    let len = fs::metadata(path).map_err(|e| Error::io("cannot stat", path, e))?.len();
+    let len = crate::storage::size(path).map_err(|e| Error::io("cannot stat", path, e))?;
     check_len(path, len, Check::Read)?;
     Ok(len / 8 - 1)
 }

@@ -35,6 +35,14 @@ use crate::{
 /// [`Error::CorruptTar`] for damaged or truncated tar data, [`Error::EmptyShard`] for an empty
 /// file or a shard without samples.
 pub fn scan_shard(path: &Path) -> Result<ShardScan> {
+    if crate::storage::is_remote(path) {
+        // One streaming read of the whole object; the scan needs every header.
+        let bytes = crate::storage::read(path).map_err(|e| Error::io("cannot read", path, e))?;
+        if bytes.is_empty() {
+            return Err(Error::EmptyShard { path: path.to_path_buf() });
+        }
+        return scan_bytes(path, &bytes);
+    }
     let file = File::open(path).map_err(|e| Error::io("cannot open", path, e))?;
     let len = file.metadata().map_err(|e| Error::io("cannot stat", path, e))?.len();
     if len == 0 {

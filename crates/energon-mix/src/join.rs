@@ -92,7 +92,7 @@ pub enum JoinStatus {
 /// Builds the join index of `spec` unless it exists; returns its path and what was done.
 pub fn prepare_join(spec: &JoinSpec) -> Result<(PathBuf, JoinStatus)> {
     let (path, inputs) = join_index_location(spec)?;
-    if path.is_file() {
+    if energon_index::storage::is_file(&path) {
         return Ok((path, JoinStatus::UpToDate));
     }
     let dir = cache_dir(&spec.metadataset);
@@ -179,7 +179,7 @@ impl JoinedDataset {
     /// every joined dataset's split part.
     pub fn open(spec: &JoinSpec) -> Result<Self> {
         let (path, inputs) = join_index_location(spec)?;
-        if !path.is_file() {
+        if !energon_index::storage::is_file(&path) {
             return Err(Error::JoinIndex {
                 path,
                 reason: format!(

@@ -654,7 +654,7 @@ impl DatasetOverrides {
     /// (raw samples can still be read).
     fn read(root: &Path, dataset_config: Option<&str>) -> Result<Self> {
         let path = root.join(NV_META).join(dataset_config.unwrap_or(DATASET_YAML));
-        if !path.is_file() {
+        if !energon_index::storage::is_file(&path) {
             return Ok(DatasetOverrides::default());
         }
         let config = read_dataset_config(&path)?;

@@ -30,6 +30,7 @@ use std::{
 };
 
 use energon_dist::DatasetSubset;
+use energon_index::storage;
 use serde_json::{Map, Value};
 
 use crate::{
@@ -269,8 +270,12 @@ pub fn resolve_path(
     tree::resolve_path(&absolute(path), split_part, options)
 }
 
-/// `path` made absolute (against the current folder) and normalized lexically.
+/// `path` made absolute (against the current folder) and normalized lexically; a remote URL in
+/// its normal form.
 pub(crate) fn absolute(path: &Path) -> PathBuf {
+    if storage::is_remote(path) {
+        return storage::normalize(path).unwrap_or_else(|_| path.to_owned());
+    }
     if path.is_absolute() {
         normalize(path)
     } else {
@@ -298,14 +303,24 @@ pub(crate) fn normalize(path: &Path) -> PathBuf {
     res
 }
 
-/// Resolves `written` (a path from a metadataset file) against `base_dir`; URLs are rejected
-/// (remote storage is not supported).
+/// Resolves `written` (a path from a metadataset file) against `base_dir`: an object-store URL
+/// (`s3://`, `gs://`, `az://`, `msc://`) stands for itself, a relative path below a remote
+/// metadataset is a URL too; URLs of other schemes are rejected.
 pub(crate) fn resolve_written(base_dir: &Path, written: &str) -> Result<PathBuf, String> {
+    let remote = |path: &Path| storage::normalize(path).map_err(|e| e.to_string());
+    if storage::is_remote(Path::new(written)) {
+        return remote(Path::new(written));
+    }
+    if storage::is_remote(base_dir) && !Path::new(written).is_absolute() {
+        return remote(&base_dir.join(written));
+    }
     if let Some((scheme, _)) = written.split_once("://")
         && !scheme.is_empty()
         && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
     {
-        return Err(format!("remote paths ({scheme}://...) are not supported; use a local path"));
+        return Err(format!(
+            "{scheme}:// paths are not supported (object stores: s3://, gs://, az://, msc://)"
+        ));
     }
     Ok(normalize(&base_dir.join(written)))
 }

@@ -29,7 +29,7 @@ use crate::{
     Error, JsonlDataset, Result,
     decode::{Decoded, Decoder},
     error::SampleAt,
-    mapped::{MapCache, join_rel, read_or_map},
+    mapped::{MapCache, ShardData, join_rel, read_or_map},
     raw::{PartFilter, SourceIndex, SourceInfo},
     webdataset::parse_sample,
 };
@@ -76,8 +76,7 @@ impl WebdatasetFileStore {
         let (start, end) = (loc.byte_offset, loc.byte_offset.saturating_add(loc.byte_size));
         let range = self.range(&data, start, end, shard, key)?;
         let parsed = parse_sample(
-            &data,
-            range,
+            &range,
             start,
             &PartFilter::All,
             |_| false,
@@ -101,7 +100,7 @@ impl WebdatasetFileStore {
         Ok((parts.into_iter().map(|p| (p.name, p.data)).collect(), source))
     }
 
-    fn shard(&self, tar_file_id: u64, name: &str) -> Result<(&(Arc<str>, PathBuf), Bytes)> {
+    fn shard(&self, tar_file_id: u64, name: &str) -> Result<(&(Arc<str>, PathBuf), ShardData)> {
         let id = usize::try_from(tar_file_id).unwrap_or(usize::MAX);
         let shard = self.shards.get(id).ok_or_else(|| Error::IndexMismatch {
             dataset: self.root.to_path_buf(),
@@ -118,15 +117,15 @@ impl WebdatasetFileStore {
         Ok((shard, data))
     }
 
-    fn range<'d>(
+    fn range(
         &self,
-        data: &'d Bytes,
+        data: &ShardData,
         start: u64,
         end: u64,
         shard: &(Arc<str>, PathBuf),
         name: &str,
-    ) -> Result<&'d [u8]> {
-        if start > end || end > data.len() as u64 {
+    ) -> Result<Bytes> {
+        if start > end || end > data.len() {
             return Err(self.corrupt(
                 shard,
                 Some(name),
@@ -138,7 +137,7 @@ impl WebdatasetFileStore {
                 ),
             ));
         }
-        Ok(&data[start as usize..end as usize])
+        data.range(start, end).map_err(|e| Error::io("cannot read", &shard.1, e))
     }
 
     fn corrupt(
@@ -190,8 +189,8 @@ impl FileStore for WebdatasetFileStore {
         let (shard, data) = self.shard(loc.tar_file_id, name)?;
         let start = loc.content_byte_offset;
         let end = start.saturating_add(loc.content_byte_size);
-        self.range(&data, start, end, shard, key)?;
-        Ok((data.slice(start as usize..end as usize), source(&shard.0)))
+        let bytes = self.range(&data, start, end, shard, key)?;
+        Ok((bytes, source(&shard.0)))
     }
 
     fn path(&self) -> &Path {
@@ -251,7 +250,9 @@ impl FileStore for SystemFileStore {
     fn media_metadata(&self, name: &str) -> Result<Option<MediaMetadata>> {
         let index = self.media.get_or_init(|| {
             let path = self.base_dir.join(NV_META).join(INDEX_SQLITE);
-            path.is_file().then(|| SqliteIndex::open(&path).ok()).flatten()
+            energon_index::storage::is_file(&path)
+                .then(|| SqliteIndex::open(&path).ok())
+                .flatten()
         });
         match index {
             Some(index) => Ok(index.media_metadata(name)?),

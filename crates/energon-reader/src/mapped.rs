@@ -1,16 +1,20 @@
 //! Memory-mapped data files: a bounded cache of open shard maps, and offset index files.
 //!
-//! Every byte the reader hands out is a [`Bytes`] slice of a map, so parts are never copied.
-//! A map stays alive as long as any slice of it does, even after the cache has let it go.
+//! Every byte the reader hands out from a local file is a [`Bytes`] slice of a map, so parts are
+//! never copied. A map stays alive as long as any slice of it does, even after the cache has let
+//! it go. A shard in an object store is a [`RemoteObject`] instead, read by byte ranges
+//! ([`ShardData::sample`]); index files and whole-file reads of remote objects are fetched once
+//! into memory.
 
 use std::{
     fs::{self, File},
     io,
     path::{Path, PathBuf},
-    sync::{Mutex, PoisonError},
+    sync::{Arc, Mutex, PoisonError},
 };
 
 use bytes::Bytes;
+use energon_index::storage::{self, RemoteObject};
 use rustc_hash::FxHashMap;
 
 /// Index files up to this size are read into memory; larger ones are memory-mapped. Small files
@@ -20,6 +24,9 @@ const READ_LIMIT: u64 = 1 << 20;
 
 /// Maps the whole file at `path` read-only. An empty file gives empty bytes (it cannot be mapped).
 pub(crate) fn map_file(path: &Path) -> io::Result<Bytes> {
+    if storage::is_remote(path) {
+        return storage::read(path);
+    }
     let file = File::open(path)?;
     if file.metadata()?.len() == 0 {
         return Ok(Bytes::new());
@@ -34,6 +41,9 @@ pub(crate) fn map_file(path: &Path) -> io::Result<Bytes> {
 
 /// Reads a small file into memory, or maps a large one.
 pub(crate) fn read_or_map(path: &Path) -> io::Result<Bytes> {
+    if storage::is_remote(path) {
+        return storage::read(path);
+    }
     if fs::metadata(path)?.len() <= READ_LIMIT {
         Ok(Bytes::from(fs::read(path)?))
     } else {
@@ -71,6 +81,85 @@ impl OffsetIndex {
     }
 }
 
+/// The bytes of an open shard: a map of a local file, or an object read by ranges.
+#[derive(Debug, Clone)]
+pub(crate) enum ShardData {
+    /// A memory-mapped local file.
+    Mapped(Bytes),
+    /// An object in an object store.
+    Remote(Arc<RemoteObject>),
+}
+
+impl ShardData {
+    /// Opens `path`: maps a local file, or opens the remote object (one HEAD request).
+    pub(crate) fn open(path: &Path) -> io::Result<Self> {
+        if storage::is_remote(path) {
+            Ok(ShardData::Remote(RemoteObject::open(path)?))
+        } else {
+            map_file(path).map(ShardData::Mapped)
+        }
+    }
+
+    /// The size of the shard in bytes.
+    pub(crate) fn len(&self) -> u64 {
+        match self {
+            ShardData::Mapped(b) => b.len() as u64,
+            ShardData::Remote(o) => o.len(),
+        }
+    }
+
+    /// Bytes `[start, end)` (inside the shard): a slice of the map, or one ranged read.
+    pub(crate) fn range(&self, start: u64, end: u64) -> io::Result<Bytes> {
+        match self {
+            ShardData::Mapped(b) => Ok(b.slice(start as usize..end as usize)),
+            ShardData::Remote(_) if start == end => Ok(Bytes::new()),
+            ShardData::Remote(o) => o.read(start..end),
+        }
+    }
+
+    /// Whether the shard starts with the gzip magic bytes.
+    pub(crate) fn is_gzip(&self) -> io::Result<bool> {
+        let head = self.range(0, self.len().min(2))?;
+        Ok(head.starts_with(&[0x1f, 0x8b]))
+    }
+
+    /// Bytes `[idx[local], idx[local + 1])` of sample `local` (inside the shard). A remote shard
+    /// is read in windows of neighbouring samples of about
+    /// [`StorageOptions::window_bytes`](storage::StorageOptions::window_bytes), one request per
+    /// window; when the reader moves through a window in order, the next
+    /// [`StorageOptions::in_flight`](storage::StorageOptions::in_flight) windows are fetched ahead.
+    pub(crate) fn sample(&self, idx: &OffsetIndex, n: u64, local: u64) -> io::Result<Bytes> {
+        let (Some(start), Some(end)) = (idx.get(local), idx.get(local + 1)) else {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "sample past the index"));
+        };
+        let obj = match self {
+            ShardData::Mapped(_) => return self.range(start, end),
+            ShardData::Remote(obj) => obj,
+        };
+        let options = storage::options();
+        let total = idx.get(n).unwrap_or(end).max(1);
+        let per = (options.window_bytes.saturating_mul(n) / total).clamp(1, n.max(1));
+        let window = |g: u64| -> Option<std::ops::Range<u64>> {
+            let first = g.checked_mul(per).filter(|&f| f < n)?;
+            Some(idx.get(first)?..idx.get((first + per).min(n))?)
+        };
+        let g = local / per;
+        let current = window(g).unwrap_or(start..end);
+        let sequential = obj.has_window(current.start)
+            || g.checked_sub(1).and_then(window).is_some_and(|w| obj.has_window(w.start));
+        obj.prefetch(current.clone())?;
+        if sequential {
+            for ahead in 1..=options.in_flight as u64 {
+                match window(g + ahead) {
+                    Some(w) => obj.prefetch(w)?,
+                    None => break,
+                }
+            }
+        }
+        obj.read_in(current, start..end)
+    }
+}
+
 /// A bounded least-recently-used cache of open shard maps, shared by all readers of a dataset.
 ///
 /// The lock is held only to look up or insert a map, never while a file is opened or parsed.
@@ -83,7 +172,7 @@ pub(crate) struct MapCache {
 #[derive(Debug, Default)]
 struct CacheInner {
     tick: u64,
-    maps: FxHashMap<usize, (Bytes, u64)>,
+    maps: FxHashMap<usize, (ShardData, u64)>,
 }
 
 impl MapCache {
@@ -93,7 +182,7 @@ impl MapCache {
     }
 
     /// The map of shard `id`, opening `path` if it is not cached.
-    pub(crate) fn get(&self, id: usize, path: &Path) -> io::Result<Bytes> {
+    pub(crate) fn get(&self, id: usize, path: &Path) -> io::Result<ShardData> {
         {
             let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             inner.tick += 1;
@@ -103,7 +192,7 @@ impl MapCache {
                 return Ok(bytes.clone());
             }
         }
-        let bytes = map_file(path)?;
+        let bytes = ShardData::open(path)?;
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         inner.tick += 1;
         let tick = inner.tick;

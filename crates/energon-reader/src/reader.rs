@@ -95,7 +95,7 @@ impl SampleReader {
         }
         let config_name = options.dataset_config.as_deref().unwrap_or(DATASET_YAML);
         let config_path = path.join(NV_META).join(config_name);
-        if !config_path.is_file() {
+        if !energon_index::storage::is_file(&config_path) {
             return Err(Error::Unsupported {
                 path: config_path,
                 reason: "no dataset config: write one (energon prepare asks for it) or read the \

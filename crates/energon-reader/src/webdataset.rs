@@ -25,7 +25,7 @@ use rustc_hash::FxHashSet;
 use crate::{
     Error, Result,
     error::SampleAt,
-    mapped::{MapCache, OffsetIndex, join_rel},
+    mapped::{MapCache, OffsetIndex, ShardData, join_rel},
     raw::{Part, PartFilter, RawSample},
 };
 
@@ -206,11 +206,11 @@ impl WebDataset {
                     source,
                 }
             } else {
-                Error::io("cannot map", &shard.path, source)
+                Error::io("cannot open", &shard.path, source)
             }
         })?;
         self.verify(shard, idx, &data)?;
-        if end > data.len() as u64 {
+        if end > data.len() {
             return Err(corrupt(
                 start,
                 None,
@@ -221,18 +221,19 @@ impl WebDataset {
                 ),
             ));
         }
-        let range = &data[start as usize..end as usize];
+        let range = data
+            .sample(idx, shard.count, local)
+            .map_err(|source| Error::io("cannot read", &shard.path, source))?;
         let idx_path = tar_idx_path(&shard.path);
         let excluded =
             |key: &str| !shard.excluded_keys.is_empty() && shard.excluded_keys.contains(key);
         let parsed = parse_sample(
-            &data,
-            range,
+            &range,
             start,
             &self.part_filter,
             excluded,
             |offset, key, reason| {
-                if offset == 0 && data.starts_with(&[0x1f, 0x8b]) {
+                if offset == 0 && data.is_gzip().unwrap_or(false) {
                     return Error::Index(energon_index::Error::CompressedTar {
                         path: shard.path.clone(),
                     });
@@ -289,7 +290,7 @@ impl WebDataset {
                 res.push(err);
                 continue;
             }
-            let shard_len = data.len() as u64;
+            let shard_len = data.len();
             let mut prev = 0;
             for i in 0..idx.n_entries() {
                 let offset = idx.get(i).expect("i < n_entries");
@@ -331,7 +332,7 @@ impl WebDataset {
         let path = tar_idx_path(&shard.path);
         let idx = OffsetIndex::open(&path).map_err(|source| {
             if source.kind() == std::io::ErrorKind::NotFound {
-                if shard.path.exists() {
+                if energon_index::storage::is_file(&shard.path) {
                     Error::IndexMismatch {
                         dataset: self.root.to_path_buf(),
                         shard: shard.name.to_string(),
@@ -377,11 +378,11 @@ impl WebDataset {
 
     /// The first-use check of a shard (see [`verify::check_shard`]); a shard that fails it is
     /// checked again on the next read, so every read of it fails the same way.
-    fn verify(&self, shard: &Shard, idx: &OffsetIndex, data: &[u8]) -> Result<()> {
+    fn verify(&self, shard: &Shard, idx: &OffsetIndex, data: &ShardData) -> Result<()> {
         if shard.verified.get().is_some() {
             return Ok(());
         }
-        if data.starts_with(&[0x1f, 0x8b]) {
+        if data.is_gzip().map_err(|e| Error::io("cannot read", &shard.path, e))? {
             return Err(Error::Index(energon_index::Error::CompressedTar {
                 path: shard.path.clone(),
             }));
@@ -396,7 +397,11 @@ impl WebDataset {
         self.sqlite
             .get_or_init(|| {
                 let path = self.root.join(NV_META).join(INDEX_SQLITE);
-                if !path.is_file() {
+                // A remote dataset skips the key check rather than fetch the whole database
+                // before its first sample (the size check still runs).
+                if energon_index::storage::is_remote(&path)
+                    || !energon_index::storage::is_file(&path)
+                {
                     return None;
                 }
                 SqliteIndex::open(&path)
@@ -426,16 +431,15 @@ fn excluded_keys(sample_excludes: &BTreeSet<String>, shard: &str) -> FxHashSet<S
         .collect()
 }
 
-/// Parses the tar members in `range` (the bytes `[start, ..)` of `shard`) into a key and the
-/// parts that pass `filter`. Every matching member must share the key of the first, and no part
+/// Parses the tar members in `range` (the bytes `[start, ..)` of a shard) into a key and the
+/// parts that pass `filter` (zero-copy slices of `range`). Every matching member must share the key of the first, and no part
 /// may appear twice (whether or not `filter` reads it).
 ///
 /// `Ok(None)` when `excluded(key)` holds for the key of the first member: as in the reference,
 /// the rest of an excluded sample is not parsed, so excluding a damaged sample skips it.
 /// `corrupt(offset, key, reason)` builds the error for damage at a shard offset.
 pub(crate) fn parse_sample(
-    shard: &Bytes,
-    range: &[u8],
+    range: &Bytes,
     start: u64,
     filter: &PartFilter,
     excluded: impl Fn(&str) -> bool,
@@ -493,7 +497,8 @@ pub(crate) fn parse_sample(
         }
         if filter.accepts(part) {
             let offset = member.offset_data;
-            let data = shard.slice(offset as usize..offset as usize + member.data.len());
+            let from = (offset - start) as usize;
+            let data = range.slice(from..from + member.data.len());
             parts.push(Part { name: part.to_owned(), offset, data });
         } else {
             filtered_out.push((part.to_owned(), member.offset_data));

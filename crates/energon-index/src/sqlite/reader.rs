@@ -116,8 +116,10 @@ impl SqliteIndex {
     /// An index without a `samples` table (written by `prepare-media` for a plain folder) opens
     /// fine; the sample lookups then fail with [`Error::Incompatible`].
     pub fn open(path: &Path) -> Result<Self> {
-        std::fs::metadata(path).map_err(|e| Error::io("cannot open", path, e))?;
-        let uri = readonly_uri(path, true);
+        // A remote index is read from a local copy (fetched once into the cache folder).
+        let local = crate::storage::local_file(path).map_err(|e| Error::io("cannot open", path, e))?;
+        std::fs::metadata(&local).map_err(|e| Error::io("cannot open", path, e))?;
+        let uri = readonly_uri(&local, true);
         let conn = connect(&uri).map_err(|e| Error::sqlite(path, e))?;
         let detect = || -> rusqlite::Result<_> {
             let version = detect_version(&conn)?;

@@ -42,8 +42,8 @@ pub(crate) fn parse_json(text: &str, path: &Path) -> Result<Value> {
 
 /// Reads a whole file as UTF-8 text.
 pub(crate) fn read_text(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io("cannot read", path, e))?;
-    String::from_utf8(bytes).map_err(|e| Error::BadMetadata {
+    let bytes = crate::storage::read(path).map_err(|e| Error::io("cannot read", path, e))?;
+    String::from_utf8(bytes.to_vec()).map_err(|e| Error::BadMetadata {
         path: path.to_owned(),
         reason: format!("not valid UTF-8 at byte offset {}", e.utf8_error().valid_up_to()),
     })

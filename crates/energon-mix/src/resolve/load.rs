@@ -8,6 +8,7 @@ use std::{
 
 use energon_index::{
     INDEX_SQLITE, INFO_JSON, INFO_YAML, NV_META,
+    storage,
     discover::{DatasetKind, classify},
 };
 use energon_reader::{FileStore, SystemFileStore, WebdatasetFileStore};
@@ -221,7 +222,7 @@ pub(crate) fn target_kind(
     if dataset.version == Version::V1 {
         // COMPAT(energon 7.4.1): metadataset.py:DatasetReference.post_initialize (any file is a
         // nested metadataset, a folder must hold dataset info).
-        if path.is_file() {
+        if storage::is_file(path) {
             let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
             if name.ends_with(".jsonl") {
                 return bad(
@@ -232,7 +233,7 @@ pub(crate) fn target_kind(
             return Ok(Target::Metadataset);
         }
         let meta = path.join(NV_META);
-        if meta.join(INFO_JSON).is_file() || meta.join(INFO_YAML).is_file() {
+        if storage::is_file(&meta.join(INFO_JSON)) || storage::is_file(&meta.join(INFO_YAML)) {
             return Ok(Target::WebDataset);
         }
         return bad("no such prepared dataset (no .nv-meta/.info.json) or metadataset file");
@@ -280,18 +281,18 @@ pub(crate) fn resolve_aux(
         };
         let path = resolve_written(base, written).map_err(|r| bad(PathBuf::from(written), r))?;
         if is_folder {
-            if !path.is_dir() {
+            if !storage::is_dir(&path) {
                 return Err(bad(path, "no such folder".to_owned()));
             }
             res.push((name.clone(), AuxSource::Folder(path)));
         } else {
-            if path.is_file() {
+            if storage::is_file(&path) {
                 return Err(bad(
                     path,
                     "an auxiliary dataset must be a prepared dataset folder, not a file".to_owned(),
                 ));
             }
-            if !path.join(NV_META).join(INDEX_SQLITE).is_file() {
+            if !storage::is_file(&path.join(NV_META).join(INDEX_SQLITE)) {
                 return Err(bad(
                     path,
                     "not a prepared dataset (no .nv-meta/index.sqlite); prepare it, or write \

@@ -10,7 +10,7 @@ use energon_index::{
 
 use crate::{
     Error, Result,
-    mapped::{OffsetIndex, join_rel, map_file},
+    mapped::{OffsetIndex, ShardData, join_rel, map_file},
     webdataset::verify::{ShardRef, check_row, check_size},
 };
 
@@ -30,17 +30,17 @@ pub struct ShardProblem {
 pub fn check_shard_rows(root: &Path) -> Result<Vec<ShardProblem>> {
     let info = read_dataset_info(root)?;
     let db_path = root.join(NV_META).join(INDEX_SQLITE);
-    let db = if db_path.is_file() { Some(SqliteIndex::open(&db_path)?) } else { None };
+    let db = if energon_index::storage::is_file(&db_path) { Some(SqliteIndex::open(&db_path)?) } else { None };
     let mut res = Vec::new();
     for (tar_file_id, (name, _)) in info.shard_counts.iter().enumerate() {
         let path = join_rel(root, name);
         let idx_path = tar_idx_path(&path);
-        let (Ok(idx), Ok(data)) = (OffsetIndex::open(&idx_path), map_file(&path)) else {
+        let (Ok(idx), Ok(data)) = (OffsetIndex::open(&idx_path), map_file(&path).map(ShardData::Mapped)) else {
             continue;
         };
         let shard =
             ShardRef { dataset: root, name, idx_path: &idx_path, tar_file_id: tar_file_id as u64 };
-        let checked = check_size(&shard, &idx, data.len() as u64)
+        let checked = check_size(&shard, &idx, data.len())
             .and_then(|()| db.as_ref().map_or(Ok(()), |db| check_rows(&shard, &idx, &data, db)));
         if let Err(error) = checked {
             res.push(ShardProblem { shard: name.clone(), error });
@@ -52,7 +52,7 @@ pub fn check_shard_rows(root: &Path) -> Result<Vec<ShardProblem>> {
 fn check_rows(
     shard: &ShardRef<'_>,
     idx: &OffsetIndex,
-    data: &[u8],
+    data: &ShardData,
     db: &SqliteIndex,
 ) -> Result<()> {
     let rows = db.samples_of_shard(shard.tar_file_id)?;

@@ -12,7 +12,11 @@ use energon_index::{
     tar_scan::{is_skipped, members, split_key_part},
 };
 
-use crate::{Error, error::SampleAt, mapped::OffsetIndex};
+use crate::{
+    Error,
+    error::SampleAt,
+    mapped::{OffsetIndex, ShardData},
+};
 
 /// What the checks need to know about a shard to name it in errors.
 pub(crate) struct ShardRef<'a> {
@@ -58,14 +62,16 @@ impl ShardRef<'_> {
     }
 }
 
-/// The key of the first sample member in `data[start..end]`, or where and why there is none.
-pub(crate) fn key_at(data: &[u8], start: u64, end: u64) -> Result<String, (u64, String)> {
-    let range = usize::try_from(start)
-        .ok()
-        .zip(usize::try_from(end).ok())
-        .and_then(|(s, e)| data.get(s..e))
-        .ok_or_else(|| (start, format!("bytes [{start}, {end}) are not in the shard")))?;
-    for member in members(range, start) {
+/// The key of the first sample member in bytes `[start, end)` of the shard, or where and why
+/// there is none.
+pub(crate) fn key_at(data: &ShardData, start: u64, end: u64) -> Result<String, (u64, String)> {
+    if start > end || end > data.len() {
+        return Err((start, format!("bytes [{start}, {end}) are not in the shard")));
+    }
+    let range = data
+        .range(start, end)
+        .map_err(|e| (start, format!("cannot read bytes [{start}, {end}): {e}")))?;
+    for member in members(&range, start) {
         let member = member.map_err(|e| {
             (
                 e.offset,
@@ -112,10 +118,10 @@ pub(crate) fn check_size(
 pub(crate) fn check_shard(
     shard: &ShardRef<'_>,
     idx: &OffsetIndex,
-    data: &[u8],
+    data: &ShardData,
     db: Option<&SqliteIndex>,
 ) -> Result<(), Error> {
-    check_size(shard, idx, data.len() as u64)?;
+    check_size(shard, idx, data.len())?;
     let Some(db) = db else {
         return Ok(());
     };
@@ -150,7 +156,7 @@ pub(crate) fn check_shard(
 pub(crate) fn check_row(
     shard: &ShardRef<'_>,
     idx: &OffsetIndex,
-    data: &[u8],
+    data: &ShardData,
     db: &SqliteIndex,
     local: u64,
     row: &SampleRow,

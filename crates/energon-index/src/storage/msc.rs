@@ -1,0 +1,222 @@
+//! `msc://PROFILE/PATH`: a profile of the multi-storage client's configuration file, resolved to
+//! the object store (or local folder) and base path it names.
+
+use std::{
+    io,
+    path::{Path, PathBuf},
+};
+
+use serde_json::Value;
+
+use super::location::{Location, RemoteTarget, Scheme, join_url, normalize_key};
+
+/// The configuration files the multi-storage client reads, in its order of preference.
+fn config_candidates() -> Vec<PathBuf> {
+    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let mut files: Vec<PathBuf> = Vec::new();
+    if let Some(path) = env("MSC_CONFIG") {
+        files.push(path);
+    }
+    if let Some(xdg) = env("XDG_CONFIG_HOME") {
+        dirs.push(xdg.join("msc/config"));
+    }
+    if let Some(home) = env("HOME") {
+        dirs.push(home.join(".msc_config"));
+        dirs.push(home.join(".config/msc/config"));
+    }
+    let xdg_dirs = std::env::var("XDG_CONFIG_DIRS").unwrap_or_else(|_| "/etc/xdg".to_owned());
+    for dir in xdg_dirs.split(':').filter(|d| !d.is_empty()) {
+        dirs.push(Path::new(dir).join("msc/config"));
+    }
+    dirs.push(PathBuf::from("/etc/msc_config"));
+    for stem in dirs {
+        for ext in ["yaml", "json"] {
+            let mut name = stem.clone().into_os_string();
+            name.push(format!(".{ext}"));
+            files.push(PathBuf::from(name));
+        }
+    }
+    files
+}
+
+fn bad(url: &str, reason: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {reason}"))
+}
+
+/// Loads the first configuration file that exists (`MSC_CONFIG` must exist when set).
+fn load_config(url: &str) -> io::Result<(PathBuf, Value)> {
+    let candidates = config_candidates();
+    let explicit = std::env::var_os("MSC_CONFIG").is_some_and(|v| !v.is_empty());
+    for (i, path) in candidates.iter().enumerate() {
+        if !path.is_file() {
+            if i == 0 && explicit {
+                return Err(bad(url, format!("MSC_CONFIG names {}, which does not exist", path.display())));
+            }
+            continue;
+        }
+        let value = crate::yaml::load_yaml_or_json(path)
+            .or_else(|_| crate::yaml::load_yaml(path))
+            .map_err(|e| bad(url, e.to_string()))?;
+        return Ok((path.clone(), value));
+    }
+    Err(bad(
+        url,
+        "no multi-storage-client configuration found (set MSC_CONFIG or write \
+         ~/.msc_config.yaml)"
+            .to_owned(),
+    ))
+}
+
+/// A scalar option as text, with `${VAR}` taken from the environment.
+fn text(value: &Value) -> Option<String> {
+    let raw = match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        _ => return None,
+    };
+    Some(expand_env(&raw))
+}
+
+fn expand_env(raw: &str) -> String {
+    let mut out = String::new();
+    let mut rest = raw;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start..].find('}') else { break };
+        out.push_str(&rest[..start]);
+        out.push_str(&std::env::var(&rest[start + 2..start + len]).unwrap_or_default());
+        rest = &rest[start + len + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Resolves profile `profile` and the normalized `key` below its base path.
+pub(super) fn resolve(profile: &str, key: &str, url: &str) -> io::Result<Location> {
+    let default_local = || {
+        Location::Local(key.split('/').filter(|p| !p.is_empty()).fold(PathBuf::from("/"), |p, c| p.join(c)))
+    };
+    let (config_path, config) = match load_config(url) {
+        Ok(found) => found,
+        // Without a configuration, the implicit `default` profile is the local file system.
+        Err(_) if profile == "default" && std::env::var_os("MSC_CONFIG").is_none() => {
+            return Ok(default_local());
+        }
+        Err(e) => return Err(e),
+    };
+    if profile == "default" && config.get("profiles").and_then(|p| p.get(profile)).is_none() {
+        return Ok(default_local());
+    }
+    let in_config = |reason: String| bad(url, format!("{}: {reason}", config_path.display()));
+    let profile_value = config
+        .get("profiles")
+        .and_then(|p| p.get(profile))
+        .ok_or_else(|| in_config(format!("no profile {profile:?}")))?;
+    let provider = profile_value
+        .get("storage_provider")
+        .ok_or_else(|| in_config(format!("profile {profile:?} has no storage_provider")))?;
+    let kind = provider.get("type").and_then(text).unwrap_or_default();
+    let options = provider.get("options").cloned().unwrap_or(Value::Null);
+    let option = |name: &str| options.get(name).and_then(text);
+    let base_path = option("base_path").unwrap_or_default();
+    if kind == "file" {
+        let base = PathBuf::from(if base_path.is_empty() { "/".to_owned() } else { base_path });
+        return Ok(Location::Local(
+            key.split('/').filter(|p| !p.is_empty()).fold(base, |p, c| p.join(c)),
+        ));
+    }
+    let scheme = match kind.as_str() {
+        "s3" | "s8k" => Scheme::S3,
+        "gcs" => Scheme::Gcs,
+        "azure" => Scheme::Azure,
+        other => {
+            return Err(in_config(format!(
+                "profile {profile:?}: storage provider type {other:?} is not supported (s3, s8k, \
+                 gcs, azure, file)"
+            )));
+        }
+    };
+    let base = normalize_key(&base_path).map_err(|e| in_config(format!("base_path: {e}")))?;
+    let (bucket, prefix) = base.split_once('/').unwrap_or((base.as_str(), ""));
+    if bucket.is_empty() {
+        return Err(in_config(format!("profile {profile:?}: base_path names no bucket")));
+    }
+    let full_key = match (prefix.is_empty(), key.is_empty()) {
+        (true, _) => key.to_owned(),
+        (false, true) => prefix.to_owned(),
+        (false, false) => format!("{prefix}/{key}"),
+    };
+    let mut cfg: Vec<(String, String)> = Vec::new();
+    let creds = profile_value
+        .get("credentials_provider")
+        .and_then(|c| c.get("options"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let cred = |name: &str| creds.get(name).and_then(text);
+    match scheme {
+        Scheme::S3 => {
+            for (opt, key) in [("endpoint_url", "aws_endpoint"), ("region_name", "aws_region")] {
+                if let Some(v) = option(opt) {
+                    cfg.push((key.to_owned(), v));
+                }
+            }
+            for (opt, key) in [
+                ("access_key", "aws_access_key_id"),
+                ("secret_key", "aws_secret_access_key"),
+                ("session_token", "aws_session_token"),
+            ] {
+                if let Some(v) = cred(opt) {
+                    cfg.push((key.to_owned(), v));
+                }
+            }
+        }
+        Scheme::Azure => {
+            if let Some(endpoint) = option("endpoint_url") {
+                cfg.push(("azure_storage_endpoint".to_owned(), endpoint.clone()));
+                if let Some(account) = account_of(&endpoint) {
+                    cfg.push(("azure_storage_account_name".to_owned(), account));
+                }
+            }
+            if let Some(conn) = cred("connection") {
+                for part in conn.split(';') {
+                    if let Some(key) = part.strip_prefix("AccountKey=") {
+                        cfg.push(("azure_storage_account_key".to_owned(), key.to_owned()));
+                    } else if let Some(name) = part.strip_prefix("AccountName=") {
+                        cfg.push(("azure_storage_account_name".to_owned(), name.to_owned()));
+                    }
+                }
+            }
+        }
+        Scheme::Gcs => {}
+    }
+    Ok(Location::Remote(RemoteTarget {
+        url: join_url(&format!("msc://{profile}"), key),
+        scheme,
+        store_id: format!("msc://{profile}"),
+        bucket: bucket.to_owned(),
+        key: full_key,
+        config: cfg,
+    }))
+}
+
+/// `https://ACCOUNT.blob.core.windows.net` → `ACCOUNT`.
+fn account_of(endpoint: &str) -> Option<String> {
+    let host = endpoint.split("://").nth(1)?.split('/').next()?;
+    host.strip_suffix(".blob.core.windows.net").map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expands_environment_variables() {
+        // HOME is set in any test environment.
+        let home = std::env::var("HOME").unwrap();
+        assert_eq!(expand_env("a${HOME}b"), format!("a{home}b"));
+        assert_eq!(expand_env("${NO_SUCH_VARIABLE_X}"), "");
+        assert_eq!(expand_env("x${unclosed"), "x${unclosed");
+        assert_eq!(account_of("https://acct.blob.core.windows.net/").as_deref(), Some("acct"));
+    }
+}

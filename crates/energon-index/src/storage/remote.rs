@@ -1,0 +1,391 @@
+//! The object-store clients (`object_store`), the runtime they run on, and the blocking calls the
+//! rest of the crate makes.
+
+use std::{
+    collections::BTreeMap,
+    future::Future,
+    io,
+    ops::Range,
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex, OnceLock, PoisonError},
+    time::Duration,
+};
+
+use bytes::Bytes;
+use object_store::{
+    BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt as _, RetryConfig,
+    aws::{AmazonS3Builder, AmazonS3ConfigKey},
+    azure::{AzureConfigKey, MicrosoftAzureBuilder},
+    gcp::{GoogleCloudStorageBuilder, GoogleConfigKey},
+    path::Path as ObjectPath,
+};
+use tokio::sync::Semaphore;
+
+use super::{Listed, RemoteError, RemoteTarget, Scheme, StorageOptions};
+
+/// The runtime, the clients (one per bucket or MSC profile) and the options.
+pub(super) struct Client {
+    pub(super) runtime: tokio::runtime::Runtime,
+    stores: Mutex<BTreeMap<String, Arc<dyn ObjectStore>>>,
+    pub(super) options: StorageOptions,
+}
+
+static OPTIONS: OnceLock<StorageOptions> = OnceLock::new();
+static CLIENT: OnceLock<Client> = OnceLock::new();
+
+thread_local! {
+    /// This thread's bound on requests in flight (its reads and its prefetches).
+    static PERMITS: Arc<Semaphore> = Arc::new(Semaphore::new(options().in_flight));
+}
+
+pub(super) fn configure(options: StorageOptions) -> bool {
+    CLIENT.get().is_none() && OPTIONS.set(options).is_ok()
+}
+
+pub(super) fn options() -> &'static StorageOptions {
+    OPTIONS.get_or_init(StorageOptions::from_env)
+}
+
+/// The calling thread's request bound.
+pub(super) fn permits() -> Arc<Semaphore> {
+    PERMITS.with(Arc::clone)
+}
+
+pub(super) fn client() -> io::Result<&'static Client> {
+    if let Some(client) = CLIENT.get() {
+        return Ok(client);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("energon-storage")
+        .enable_all()
+        .build()?;
+    let _ = CLIENT.set(Client {
+        runtime,
+        stores: Mutex::new(BTreeMap::new()),
+        options: options().clone(),
+    });
+    Ok(CLIENT.get().expect("set above"))
+}
+
+impl Client {
+    /// The client of `target`'s bucket (or profile), built on first use.
+    pub(super) fn store(&self, target: &RemoteTarget) -> io::Result<Arc<dyn ObjectStore>> {
+        let mut stores = self.stores.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(store) = stores.get(&target.store_id) {
+            return Ok(store.clone());
+        }
+        let store = build_store(target, &self.options).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: cannot set up the object-store client: {e}", target.url),
+            )
+        })?;
+        stores.insert(target.store_id.clone(), store.clone());
+        Ok(store)
+    }
+
+    /// Runs `fut` on the runtime with a permit of the calling thread, failing after the deadline.
+    pub(super) fn run<T>(
+        &self,
+        target: &RemoteTarget,
+        range: Option<Range<u64>>,
+        fut: impl Future<Output = object_store::Result<T>>,
+    ) -> io::Result<T> {
+        let permits = permits();
+        let deadline = self.options.deadline;
+        let res = self.runtime.block_on(async {
+            let _permit = permits.acquire().await;
+            tokio::time::timeout(deadline, fut).await
+        });
+        finish(&target.url, range, deadline, res).map_err(io::Error::from)
+    }
+}
+
+/// Maps the outcome of a request into the crate's error.
+pub(super) fn finish<T>(
+    url: &str,
+    range: Option<Range<u64>>,
+    deadline: Duration,
+    res: Result<object_store::Result<T>, tokio::time::error::Elapsed>,
+) -> Result<T, RemoteError> {
+    let err = |message: String, not_found: bool, timed_out: bool| RemoteError {
+        url: url.to_owned(),
+        range: range.clone(),
+        message,
+        not_found,
+        timed_out,
+    };
+    match res {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(object_store::Error::NotFound { .. })) => {
+            Err(err("no such object".to_owned(), true, false))
+        }
+        Ok(Err(e)) => Err(err(format!("request failed: {e}"), false, false)),
+        Err(_) => Err(err(
+            format!("no answer within {:.1} s (the storage deadline)", deadline.as_secs_f64()),
+            false,
+            true,
+        )),
+    }
+}
+
+fn retry_config(options: &StorageOptions) -> RetryConfig {
+    RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(5),
+            base: 2.0,
+        },
+        max_retries: options.retries,
+        retry_timeout: options.deadline,
+    }
+}
+
+fn client_options(options: &StorageOptions, allow_http: bool) -> ClientOptions {
+    ClientOptions::new()
+        .with_timeout(options.request_timeout)
+        .with_connect_timeout(options.connect_timeout)
+        .with_allow_http(allow_http)
+        .with_pool_max_idle_per_host(64)
+}
+
+fn build_store(
+    target: &RemoteTarget,
+    options: &StorageOptions,
+) -> object_store::Result<Arc<dyn ObjectStore>> {
+    let config = |key: &str| target.config.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+    Ok(match target.scheme {
+        Scheme::S3 => {
+            let mut builder = AmazonS3Builder::from_env().with_bucket_name(&target.bucket);
+            for (key, value) in aws_shared_files() {
+                let key: AmazonS3ConfigKey = key.parse()?;
+                if builder.get_config_value(&key).is_none() {
+                    builder = builder.with_config(key, value);
+                }
+            }
+            for (key, value) in &target.config {
+                builder = builder.with_config(key.parse()?, value);
+            }
+            let endpoint = builder.get_config_value(&AmazonS3ConfigKey::Endpoint);
+            let allow_http = endpoint.is_some_and(|e| e.starts_with("http://"));
+            Arc::new(
+                builder
+                    .with_retry(retry_config(options))
+                    .with_client_options(client_options(options, allow_http))
+                    .build()?,
+            )
+        }
+        Scheme::Gcs => {
+            let mut builder = GoogleCloudStorageBuilder::from_env().with_bucket_name(&target.bucket);
+            for (key, value) in &target.config {
+                builder = builder.with_config(key.parse::<GoogleConfigKey>()?, value);
+            }
+            Arc::new(
+                builder
+                    .with_retry(retry_config(options))
+                    .with_client_options(client_options(options, false))
+                    .build()?,
+            )
+        }
+        Scheme::Azure => {
+            let mut builder =
+                MicrosoftAzureBuilder::from_env().with_container_name(&target.bucket);
+            for (key, value) in &target.config {
+                builder = builder.with_config(key.parse::<AzureConfigKey>()?, value);
+            }
+            let allow_http =
+                config("azure_storage_endpoint").is_some_and(|e| e.starts_with("http://"));
+            Arc::new(
+                builder
+                    .with_retry(retry_config(options))
+                    .with_client_options(client_options(options, allow_http))
+                    .build()?,
+            )
+        }
+    })
+}
+
+/// Settings from the AWS shared files (`AWS_SHARED_CREDENTIALS_FILE`, default
+/// `~/.aws/credentials`, and `AWS_CONFIG_FILE`, default `~/.aws/config`) for the profile
+/// `AWS_PROFILE` (default `default`): keys, session token, region and endpoint, as object-store
+/// configuration keys. The environment's variables win over them.
+fn aws_shared_files() -> Vec<(String, String)> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let file = |var: &str, default: &str| {
+        std::env::var_os(var).map(PathBuf::from).or_else(|| home.as_ref().map(|h| h.join(default)))
+    };
+    let profile = std::env::var("AWS_PROFILE").unwrap_or_else(|_| "default".to_owned());
+    let mut out = Vec::new();
+    let sources = [
+        (file("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials"), profile.clone()),
+        (
+            file("AWS_CONFIG_FILE", ".aws/config"),
+            if profile == "default" { profile.clone() } else { format!("profile {profile}") },
+        ),
+    ];
+    for (path, section) in sources {
+        let Some(text) = path.and_then(|p| std::fs::read_to_string(p).ok()) else { continue };
+        let mut in_section = false;
+        for line in text.lines().map(str::trim) {
+            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                in_section = name.trim() == section;
+            } else if in_section && let Some((key, value)) = line.split_once('=') {
+                let key = match key.trim() {
+                    "aws_access_key_id" => "aws_access_key_id",
+                    "aws_secret_access_key" => "aws_secret_access_key",
+                    "aws_session_token" => "aws_session_token",
+                    "region" => "aws_region",
+                    "endpoint_url" => "aws_endpoint",
+                    _ => continue,
+                };
+                if !out.iter().any(|(k, _): &(String, String)| k == key) {
+                    out.push((key.to_owned(), value.trim().to_owned()));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn object_path(target: &RemoteTarget) -> ObjectPath {
+    ObjectPath::from(target.key.as_str())
+}
+
+pub(super) fn read(target: &RemoteTarget) -> io::Result<Bytes> {
+    let client = client()?;
+    let store = client.store(target)?;
+    let path = object_path(target);
+    client.run(target, None, async move { store.get(&path).await?.bytes().await })
+}
+
+pub(super) fn read_range(target: &RemoteTarget, range: Range<u64>) -> io::Result<Bytes> {
+    let client = client()?;
+    let store = client.store(target)?;
+    let path = object_path(target);
+    let size = head(target)?;
+    let clipped = range.start.min(size)..range.end.min(size);
+    if clipped.is_empty() {
+        return Ok(Bytes::new());
+    }
+    let r = clipped.clone();
+    client.run(target, Some(clipped), async move { store.get_range(&path, r).await })
+}
+
+pub(super) fn head(target: &RemoteTarget) -> io::Result<u64> {
+    meta(target).map(|m| m.size)
+}
+
+pub(super) fn meta(target: &RemoteTarget) -> io::Result<object_store::ObjectMeta> {
+    let client = client()?;
+    let store = client.store(target)?;
+    let path = object_path(target);
+    client.run(target, None, async move { store.head(&path).await })
+}
+
+pub(super) fn has_children(target: &RemoteTarget) -> io::Result<bool> {
+    let client = client()?;
+    let store = client.store(target)?;
+    let prefix = (!target.key.is_empty()).then(|| object_path(target));
+    let listed =
+        client.run(target, None, async move { store.list_with_delimiter(prefix.as_ref()).await })?;
+    Ok(!listed.objects.is_empty() || !listed.common_prefixes.is_empty())
+}
+
+pub(super) fn list(target: &RemoteTarget) -> io::Result<Vec<Listed>> {
+    let client = client()?;
+    let store = client.store(target)?;
+    let strip = if target.key.is_empty() { String::new() } else { format!("{}/", target.key) };
+    let mut out: Vec<Listed> = Vec::new();
+    // Folder by folder (a delimited listing each), as a file-system walk would.
+    let mut pending: Vec<Option<ObjectPath>> = vec![(!target.key.is_empty()).then(|| object_path(target))];
+    while let Some(prefix) = pending.pop() {
+        let store = store.clone();
+        let listed = client.run(target, None, async move {
+            store.list_with_delimiter(prefix.as_ref()).await
+        })?;
+        for meta in listed.objects {
+            if let Some(name) = meta.location.as_ref().strip_prefix(strip.as_str()) {
+                out.push(Listed { name: name.to_owned(), size: meta.size });
+            }
+        }
+        pending.extend(listed.common_prefixes.into_iter().map(Some));
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+pub(super) fn put(target: &RemoteTarget, bytes: Bytes) -> io::Result<()> {
+    let client = client()?;
+    let store = client.store(target)?;
+    let path = object_path(target);
+    client.run(target, None, async move { store.put(&path, bytes.into()).await.map(drop) })
+}
+
+pub(super) fn put_file(target: &RemoteTarget, src: &Path) -> io::Result<()> {
+    // Index files fit in memory; one PUT replaces the object at once.
+    let bytes = std::fs::read(src)?;
+    put(target, Bytes::from(bytes))
+}
+
+/// The cache file for `target`'s current version (named by a hash of URL, size and entity tag).
+pub(super) fn local_copy(target: &RemoteTarget) -> io::Result<PathBuf> {
+    let meta = meta(target)?;
+    let options = options();
+    let mut hasher = rustc_hash::FxHasher::default();
+    std::hash::Hash::hash(&(&target.url, meta.size, &meta.e_tag), &mut hasher);
+    let digest = std::hash::Hasher::finish(&hasher);
+    let base = target.key.rsplit('/').next().unwrap_or("object");
+    let dir = options.cache_dir.clone();
+    let path = dir.join(format!("{digest:016x}-{base}"));
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() == meta.size) {
+        touch(&path);
+        return Ok(path);
+    }
+    std::fs::create_dir_all(&dir)?;
+    let bytes = read(target)?;
+    if bytes.len() as u64 != meta.size {
+        return Err(RemoteError {
+            url: target.url.clone(),
+            range: Some(0..meta.size),
+            message: format!("read {} bytes of an object of {} bytes", bytes.len(), meta.size),
+            not_found: false,
+            timed_out: false,
+        }
+        .into());
+    }
+    crate::fsutil::atomic_write(&path, &bytes).map_err(io::Error::other)?;
+    trim_cache(&dir, options.cache_bytes, &path);
+    Ok(path)
+}
+
+/// Marks a cache file as used (its modification time orders the eviction).
+fn touch(path: &Path) {
+    if let Ok(file) = std::fs::File::options().append(true).open(path) {
+        let _ = file.set_modified(std::time::SystemTime::now());
+    }
+}
+
+/// Removes the least recently used files of the cache folder until it is within `limit` bytes
+/// (never `keep`, the file just written).
+fn trim_cache(dir: &Path, limit: u64, keep: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let meta = e.metadata().ok()?;
+            let modified = meta.modified().ok()?;
+            meta.is_file().then(|| (modified, meta.len(), e.path()))
+        })
+        .collect();
+    let mut total: u64 = files.iter().map(|f| f.1).sum();
+    files.sort();
+    for (_, len, path) in files {
+        if total <= limit {
+            break;
+        }
+        if path != keep && std::fs::remove_file(&path).is_ok() {
+            total -= len;
+        }
+    }
+}
