@@ -26,11 +26,11 @@ use anyhow::{Context, bail};
 use clap::Args;
 use energon_index::{
     NV_META,
-    storage,
     dataset_config::{DatasetConfig, ENERGON_MODULE, read_dataset_config},
     discover::{DatasetKind, classify},
     info::read_dataset_info,
     split::{brace_expand, read_dataset_split},
+    storage,
 };
 
 /// Flags of `energon info`.

@@ -53,6 +53,10 @@ pub(crate) struct PrepareArgs {
     /// index again.
     #[arg(long)]
     fix_duplicates: bool,
+    /// Local folder for the index files of a dataset in an object store (s3://, ...) before they
+    /// are uploaded [default: the system's temporary folder].
+    #[arg(long = "tmp-path", value_name = "DIR")]
+    tmp_path: Option<std::path::PathBuf>,
     /// Never ask: fail when a needed choice is not given by flags.
     #[arg(long = "non-interactive")]
     non_interactive: bool,
@@ -146,7 +150,8 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
         .num_workers(args.num_workers)
         .tar_index_only(args.tar_index_only)
         .shuffle_tars(args.shuffle_tars)
-        .fix_duplicates(args.fix_duplicates);
+        .fix_duplicates(args.fix_duplicates)
+        .tmp_path(args.tmp_path.clone());
     let show_progress = !args.no_progress;
     let bar = Mutex::new(None::<ProgressBar>);
     let samples_done = AtomicU64::new(0);

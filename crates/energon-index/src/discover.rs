@@ -22,8 +22,7 @@ use energon_dist::PyRandom;
 use regex::Regex;
 
 use crate::{
-    storage,
-    Error, INDEX_SQLITE, INFO_JSON, INFO_YAML, NV_META, Result, split::brace_expand,
+    Error, INDEX_SQLITE, INFO_JSON, INFO_YAML, NV_META, Result, split::brace_expand, storage,
     yaml::pynum::py_float,
 };
 
@@ -50,7 +49,8 @@ pub enum DatasetKind {
 pub fn classify(path: &Path) -> Result<DatasetKind> {
     let invalid =
         |reason: &str| Err(Error::NotADataset { path: path.to_owned(), reason: reason.to_owned() });
-    if storage::is_file(path) {
+    let reach = |e| Error::io("cannot reach", path, e);
+    if storage::try_is_file(path).map_err(reach)? {
         let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
         return if name.ends_with(".jsonl") {
             Ok(DatasetKind::Jsonl)
@@ -60,7 +60,7 @@ pub fn classify(path: &Path) -> Result<DatasetKind> {
             invalid("a file that is neither .jsonl nor a .yaml metadataset")
         };
     }
-    if !storage::is_dir(path) {
+    if !storage::try_is_dir(path).map_err(reach)? {
         return invalid("no such file or folder");
     }
     let meta = path.join(NV_META);

@@ -65,6 +65,11 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Like [`atomic_write`], and gives the new file the Unix permission bits `mode` when set.
 pub(crate) fn atomic_write_with_mode(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<()> {
+    if crate::storage::is_remote(path) {
+        // One PUT replaces the object at once.
+        return crate::storage::write_atomic(path, bytes.to_vec().into())
+            .map_err(|e| Error::io("cannot write", path, e));
+    }
     let mut file = AtomicFile::create_with_mode(path, mode)?;
     file.write_all(bytes).map_err(|e| Error::io("cannot write", file.tmp_path(), e))?;
     file.commit()

@@ -11,8 +11,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use crate::{
-    storage,
-    Error, INFO_JSON, INFO_YAML, NV_META, Result, fsutil,
+    Error, INFO_JSON, INFO_YAML, NV_META, Result, fsutil, storage,
     yaml::{self, DumpOptions, pynum::py_float_repr},
 };
 

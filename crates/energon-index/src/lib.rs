@@ -76,9 +76,9 @@ pub mod media;
 pub mod prepare;
 mod shard;
 pub mod split;
-pub mod storage;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod storage;
 pub mod tar_idx;
 pub mod tar_patch;
 pub mod tar_scan;

@@ -19,7 +19,7 @@ use std::{
 
 use crate::{
     Error, INDEX_SQLITE, INFO_JSON, INFO_YAML, NV_META, Result, SPLIT_YAML, discover, fsutil, info,
-    jsonl_idx, shard::ShardScan, split, sqlite, tar_idx, tar_patch, tar_scan,
+    jsonl_idx, shard::ShardScan, split, sqlite, storage, tar_idx, tar_patch, tar_scan,
 };
 
 /// How shards are assigned to split parts.
@@ -65,6 +65,9 @@ pub struct PrepareOptions {
     /// shard into a folder named after its shard, in place (see [`crate::tar_patch`]), and
     /// index again.
     pub fix_duplicates: bool,
+    /// `--tmp-path`: the local folder where the index files of a dataset in an object store are
+    /// written before they are uploaded (default: the system's temporary folder).
+    pub tmp_path: Option<PathBuf>,
 }
 
 impl Default for PrepareOptions {
@@ -77,6 +80,7 @@ impl Default for PrepareOptions {
             shuffle_tars: false,
             split_config: SPLIT_YAML.to_owned(),
             fix_duplicates: false,
+            tmp_path: None,
         }
     }
 }
@@ -91,6 +95,12 @@ impl PrepareOptions {
     /// Drops shards whose relative path matches `exclude` anywhere.
     pub fn exclude(mut self, exclude: Option<String>) -> Self {
         self.exclude = exclude;
+        self
+    }
+
+    /// The local folder for the index files of a remote dataset before their upload.
+    pub fn tmp_path(mut self, tmp_path: Option<PathBuf>) -> Self {
+        self.tmp_path = tmp_path;
         self
     }
 
@@ -187,7 +197,7 @@ impl PrepareSummary {
 /// Whether `root` already holds a prepared dataset (an info file in `.nv-meta/`).
 pub fn is_prepared(root: &Path) -> bool {
     let meta = root.join(NV_META);
-    meta.join(INFO_JSON).is_file() || meta.join(INFO_YAML).is_file()
+    storage::is_file(&meta.join(INFO_JSON)) || storage::is_file(&meta.join(INFO_YAML))
 }
 
 /// Prepares the WebDataset in `root`: scans all shards, writes every `.tar.idx` and `.nv-meta/`
@@ -197,7 +207,8 @@ pub fn prepare_dataset(
     options: &PrepareOptions,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<PrepareSummary> {
-    if !root.is_dir() {
+    let remote = storage::is_remote(root);
+    if !storage::is_dir(root) {
         return Err(Error::NotADataset {
             path: root.to_owned(),
             reason: "not a folder (prepare takes a folder of tar shards or a .jsonl file)".into(),
@@ -229,23 +240,31 @@ pub fn prepare_dataset(
         }
     };
 
-    fs::create_dir_all(&meta_dir).map_err(|e| Error::io("cannot create", &meta_dir, e))?;
-    // Held until the new index is in place; a second prepare of this dataset fails at once.
-    let _lock = fsutil::PrepareLock::acquire(root, &meta_dir)?;
+    // Held until the new index is in place; a second prepare of this dataset fails at once. An
+    // object store has no folders and no locks: there the upload order alone keeps the set
+    // consistent (`.info.json` last).
+    let _lock = if remote {
+        None
+    } else {
+        fs::create_dir_all(&meta_dir).map_err(|e| Error::io("cannot create", &meta_dir, e))?;
+        Some(fsutil::PrepareLock::acquire(root, &meta_dir)?)
+    };
     if options.tar_index_only {
         let old = info::read_dataset_info(root)?;
         shards = old.shard_counts.iter().map(|(name, _)| name.clone()).collect();
         check_not_empty(root, &shards)?;
     }
     let paths: Vec<PathBuf> = shards.iter().map(|s| root.join(s)).collect();
-    remove_stale_tmp_files(&meta_dir, &paths, &options.split_config);
+    if !remote {
+        remove_stale_tmp_files(&meta_dir, &paths, &options.split_config);
+    }
 
     // Every file is written under a temporary name first. The renames then go in this order:
     // the `.tar.idx` files, (folders synced) `index.sqlite`, `index.uuid`, the split file and a
     // legacy `.info.yaml`, (folder synced) and `.info.json` last: that rename commits. Readers
     // cross-check `.info.json` with each `.tar.idx` (sample counts) and each shard (size), and
     // `index.sqlite` rows with the shards' headers, so a set cut short is reported, not mixed.
-    let mut staged = fsutil::Staged::new();
+    let mut staged = fsutil::Staged::new(options.tmp_path.as_deref());
     let idx_tmps: Vec<PathBuf> =
         paths.iter().map(|p| staged.add(&tar_idx::tar_idx_path(p))).collect();
     staged.barrier();
@@ -256,7 +275,7 @@ pub fn prepare_dataset(
     };
     let mut fixed_duplicates = None;
     let scanned = match index() {
-        Err(Error::DuplicateKey { key, first, second }) if options.fix_duplicates => {
+        Err(Error::DuplicateKey { key, first, second }) if options.fix_duplicates && !remote => {
             progress(Progress::FixingDuplicates { key: key.clone() });
             let members_renamed = fix_duplicates(&shards, &paths)?;
             fixed_duplicates =
@@ -286,7 +305,7 @@ pub fn prepare_dataset(
         energon_version: Some(crate::ENERGON_FORMAT_VERSION.to_owned()),
         shard_counts,
     };
-    if meta_dir.join(INFO_YAML).is_file() {
+    if storage::is_file(&meta_dir.join(INFO_YAML)) {
         // Keep a legacy info file in sync, as the reference does.
         let yaml_tmp = staged.add(&meta_dir.join(INFO_YAML));
         fsutil::write_synced(&yaml_tmp, info::info_yaml_bytes(&new_info).as_bytes(), None)?;
@@ -365,6 +384,10 @@ fn index_shards(
 ) -> Result<Scanned> {
     let mut shard_bytes = Vec::with_capacity(paths.len());
     for path in paths {
+        if storage::is_remote(path) {
+            shard_bytes.push(storage::size(path).map_err(|e| Error::io("cannot open", path, e))?);
+            continue;
+        }
         let meta = fs::metadata(path).map_err(|e| Error::io("cannot open", path, e))?;
         if !meta.is_file() {
             // A FIFO or device named like a shard would block or never end.
@@ -376,8 +399,10 @@ fn index_shards(
 
     let _ = fs::remove_file(db_tmp);
     let mut writer = sqlite::SqliteIndexWriter::create(db_tmp)?;
-    if db_path.is_file() {
-        writer.copy_media_tables_from(db_path)?;
+    if storage::is_file(db_path) {
+        let local =
+            storage::local_file(db_path).map_err(|e| Error::io("cannot read", db_path, e))?;
+        writer.copy_media_tables_from(&local)?;
     }
     let n_workers = num_workers.clamp(1, paths.len());
     let mut scanned = Scanned { shard_counts: vec![0; paths.len()], ..Scanned::default() };

@@ -26,9 +26,9 @@ use serde_json::{Map, Value};
 pub use brace::{brace_expand, collapse};
 
 use crate::{
-    storage,
     Error, NV_META, Result, SPLIT_YAML, fsutil,
     info::{dump_json, kind_of},
+    storage,
     yaml::{self, DumpOptions},
 };
 

@@ -138,8 +138,12 @@ impl StorageOptions {
         };
         let cache_dir = std::env::var_os("ENERGON_STORAGE_CACHE_DIR")
             .map(PathBuf::from)
-            .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("energon-rs")))
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/energon-rs")))
+            .or_else(|| {
+                std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("energon-rs"))
+            })
+            .or_else(|| {
+                std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/energon-rs"))
+            })
             .unwrap_or_else(|| std::env::temp_dir().join("energon-rs-cache"));
         StorageOptions {
             request_timeout: secs("ENERGON_STORAGE_REQUEST_TIMEOUT_S", 30.0),
@@ -231,19 +235,32 @@ pub fn size(path: &Path) -> io::Result<u64> {
 
 /// Whether `path` is a regular file or an object (any error counts as no).
 pub fn is_file(path: &Path) -> bool {
-    match Location::of(path) {
-        Ok(Location::Local(p)) => p.is_file(),
-        Ok(Location::Remote(t)) => remote::head(&t).is_ok(),
-        Err(_) => false,
-    }
+    try_is_file(path).unwrap_or(false)
 }
 
 /// Whether `path` is a folder, or a prefix with objects under it (any error counts as no).
 pub fn is_dir(path: &Path) -> bool {
-    match Location::of(path) {
-        Ok(Location::Local(p)) => p.is_dir(),
-        Ok(Location::Remote(t)) => remote::has_children(&t).unwrap_or(false),
-        Err(_) => false,
+    try_is_dir(path).unwrap_or(false)
+}
+
+/// [`is_file`], with the errors of a store that cannot be reached (a missing object is
+/// `Ok(false)`).
+pub fn try_is_file(path: &Path) -> io::Result<bool> {
+    match Location::of(path)? {
+        Location::Local(p) => Ok(p.is_file()),
+        Location::Remote(t) => match remote::head(&t) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        },
+    }
+}
+
+/// [`is_dir`], with the errors of a store that cannot be reached.
+pub fn try_is_dir(path: &Path) -> io::Result<bool> {
+    match Location::of(path)? {
+        Location::Local(p) => Ok(p.is_dir()),
+        Location::Remote(t) => remote::has_children(&t),
     }
 }
 

@@ -250,9 +250,7 @@ impl FileStore for SystemFileStore {
     fn media_metadata(&self, name: &str) -> Result<Option<MediaMetadata>> {
         let index = self.media.get_or_init(|| {
             let path = self.base_dir.join(NV_META).join(INDEX_SQLITE);
-            energon_index::storage::is_file(&path)
-                .then(|| SqliteIndex::open(&path).ok())
-                .flatten()
+            energon_index::storage::is_file(&path).then(|| SqliteIndex::open(&path).ok()).flatten()
         });
         match index {
             Some(index) => Ok(index.media_metadata(name)?),

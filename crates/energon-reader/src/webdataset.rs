@@ -227,12 +227,8 @@ impl WebDataset {
         let idx_path = tar_idx_path(&shard.path);
         let excluded =
             |key: &str| !shard.excluded_keys.is_empty() && shard.excluded_keys.contains(key);
-        let parsed = parse_sample(
-            &range,
-            start,
-            &self.part_filter,
-            excluded,
-            |offset, key, reason| {
+        let parsed =
+            parse_sample(&range, start, &self.part_filter, excluded, |offset, key, reason| {
                 if offset == 0 && data.is_gzip().unwrap_or(false) {
                     return Error::Index(energon_index::Error::CompressedTar {
                         path: shard.path.clone(),
@@ -249,8 +245,7 @@ impl WebDataset {
                     );
                 }
                 corrupt(offset, key, reason)
-            },
-        )?;
+            })?;
         Ok(parsed.map(|(key, parts)| RawSample {
             key,
             dataset: self.root.clone(),

@@ -8,5 +8,6 @@ mod media;
 mod mount;
 mod prepare;
 mod read;
+mod remote;
 mod trace;
 mod util;

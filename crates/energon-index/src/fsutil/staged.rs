@@ -45,8 +45,14 @@ pub(crate) fn write_synced(path: &Path, bytes: &[u8], mode: Option<u32>) -> Resu
 ///
 /// Dropping it uncommitted (an error path, a panic) removes every temporary file that was not
 /// renamed yet.
-#[derive(Debug, Default)]
+///
+/// A destination in an object store gets its temporary file in a local folder (under the
+/// `tmp_dir` given to [`Staged::new`], else the system's temporary folder) and is uploaded on
+/// commit, in the same order; an object PUT replaces the object at once.
+#[derive(Debug)]
 pub(crate) struct Staged {
+    /// Where temporary files of remote destinations go (created on first use).
+    remote_tmp: PathBuf,
     /// (temporary path, destination) in commit order.
     files: Vec<(PathBuf, PathBuf)>,
     /// Positions in `files` before which all earlier renames are made durable.
@@ -56,15 +62,28 @@ pub(crate) struct Staged {
 }
 
 impl Staged {
-    /// An empty set.
-    pub(crate) fn new() -> Self {
-        Staged::default()
+    /// An empty set; temporary files of remote destinations go under `tmp_dir`.
+    pub(crate) fn new(tmp_dir: Option<&Path>) -> Self {
+        let base = tmp_dir.map(Path::to_path_buf).unwrap_or_else(std::env::temp_dir);
+        Staged {
+            remote_tmp: base.join(format!("energon-prepare-{}", std::process::id())),
+            files: Vec::new(),
+            barriers: Vec::new(),
+            committed: 0,
+        }
     }
 
     /// Registers `dst` and returns the temporary path to write it to (see [`process_tmp_path`]).
     /// The caller writes and syncs the temporary file (for example with [`write_synced`]).
     pub(crate) fn add(&mut self, dst: &Path) -> PathBuf {
-        let tmp = process_tmp_path(dst);
+        let tmp = if crate::storage::is_remote(dst) {
+            // A failure to create the folder shows when the temporary file is written.
+            let _ = fs::create_dir_all(&self.remote_tmp);
+            let name = dst.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+            self.remote_tmp.join(format!("{}-{name}", self.files.len()))
+        } else {
+            process_tmp_path(dst)
+        };
         self.files.push((tmp.clone(), dst.to_path_buf()));
         tmp
     }
@@ -88,7 +107,14 @@ impl Staged {
                 sync_dirs(&mut dirs);
             }
             let (tmp, dst) = &self.files[i];
-            if let Err(e) = fs::rename(tmp, dst) {
+            let res = if crate::storage::is_remote(dst) {
+                crate::storage::upload(tmp, dst).map(|()| {
+                    let _ = fs::remove_file(tmp);
+                })
+            } else {
+                fs::rename(tmp, dst)
+            };
+            if let Err(e) = res {
                 let op = if i == 0 {
                     "cannot rename into place (no index file was replaced)"
                 } else {
@@ -98,7 +124,9 @@ impl Staged {
                 return Err(Error::io(op, dst, e));
             }
             self.committed = i + 1;
-            dirs.insert(parent_dir(dst));
+            if !crate::storage::is_remote(dst) {
+                dirs.insert(parent_dir(dst));
+            }
         }
         sync_dirs(&mut dirs);
         Ok(())
@@ -111,6 +139,8 @@ impl Drop for Staged {
             // Best effort: the temporary file may never have been created.
             let _ = fs::remove_file(tmp);
         }
+        // Only removed when empty (it holds nothing but this set's files).
+        let _ = fs::remove_dir(&self.remote_tmp);
     }
 }
 

@@ -109,7 +109,7 @@ fn staged_files_commit_in_order_and_drop_removes_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
     fs::write(&a, b"old a").unwrap();
-    let mut staged = fsutil::Staged::new();
+    let mut staged = fsutil::Staged::new(None);
     let tmp_a = staged.add(&a);
     staged.barrier();
     let tmp_b = staged.add(&b);
@@ -120,7 +120,7 @@ fn staged_files_commit_in_order_and_drop_removes_the_rest() {
     assert_eq!(fs::read(&a).unwrap(), b"old a");
     assert!(!b.exists());
 
-    let mut staged = fsutil::Staged::new();
+    let mut staged = fsutil::Staged::new(None);
     let tmp_a = staged.add(&a);
     let tmp_b = staged.add(&b);
     fsutil::write_synced(&tmp_a, b"new a", None).unwrap();

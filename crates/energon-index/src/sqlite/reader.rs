@@ -117,7 +117,8 @@ impl SqliteIndex {
     /// fine; the sample lookups then fail with [`Error::Incompatible`].
     pub fn open(path: &Path) -> Result<Self> {
         // A remote index is read from a local copy (fetched once into the cache folder).
-        let local = crate::storage::local_file(path).map_err(|e| Error::io("cannot open", path, e))?;
+        let local =
+            crate::storage::local_file(path).map_err(|e| Error::io("cannot open", path, e))?;
         std::fs::metadata(&local).map_err(|e| Error::io("cannot open", path, e))?;
         let uri = readonly_uri(&local, true);
         let conn = connect(&uri).map_err(|e| Error::sqlite(path, e))?;

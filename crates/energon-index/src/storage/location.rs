@@ -74,9 +74,8 @@ impl Location {
         let text = path.to_str().expect("remote_scheme checked UTF-8");
         let rest = &text[scheme.len()..];
         let (head, tail) = rest.split_once('/').unwrap_or((rest, ""));
-        let bad = |reason: &str| {
-            io::Error::new(io::ErrorKind::InvalidInput, format!("{text}: {reason}"))
-        };
+        let bad =
+            |reason: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("{text}: {reason}"));
         if head.is_empty() {
             return Err(bad("no bucket (or profile) after the scheme"));
         }
@@ -139,7 +138,10 @@ mod tests {
     #[test]
     fn parses_each_scheme() {
         let t = remote("s3://bucket/a/b.tar");
-        assert_eq!((t.scheme, t.bucket.as_str(), t.key.as_str()), (Scheme::S3, "bucket", "a/b.tar"));
+        assert_eq!(
+            (t.scheme, t.bucket.as_str(), t.key.as_str()),
+            (Scheme::S3, "bucket", "a/b.tar")
+        );
         assert_eq!(t.store_id, "s3://bucket");
         assert_eq!(remote("gs://b/x").scheme, Scheme::Gcs);
         assert_eq!(remote("az://c/x").scheme, Scheme::Azure);

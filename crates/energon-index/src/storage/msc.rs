@@ -51,7 +51,10 @@ fn load_config(url: &str) -> io::Result<(PathBuf, Value)> {
     for (i, path) in candidates.iter().enumerate() {
         if !path.is_file() {
             if i == 0 && explicit {
-                return Err(bad(url, format!("MSC_CONFIG names {}, which does not exist", path.display())));
+                return Err(bad(
+                    url,
+                    format!("MSC_CONFIG names {}, which does not exist", path.display()),
+                ));
             }
             continue;
         }
@@ -95,7 +98,9 @@ fn expand_env(raw: &str) -> String {
 /// Resolves profile `profile` and the normalized `key` below its base path.
 pub(super) fn resolve(profile: &str, key: &str, url: &str) -> io::Result<Location> {
     let default_local = || {
-        Location::Local(key.split('/').filter(|p| !p.is_empty()).fold(PathBuf::from("/"), |p, c| p.join(c)))
+        Location::Local(
+            key.split('/').filter(|p| !p.is_empty()).fold(PathBuf::from("/"), |p, c| p.join(c)),
+        )
     };
     let (config_path, config) = match load_config(url) {
         Ok(found) => found,

@@ -36,7 +36,10 @@ pub struct RemoteObject {
 
 impl std::fmt::Debug for RemoteObject {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RemoteObject").field("url", &self.target.url).field("size", &self.size).finish()
+        f.debug_struct("RemoteObject")
+            .field("url", &self.target.url)
+            .field("size", &self.size)
+            .finish()
     }
 }
 
@@ -96,8 +99,9 @@ impl RemoteObject {
     pub fn read(&self, range: Range<u64>) -> io::Result<Bytes> {
         let client = client()?;
         let (store, path, r) = (self.store.clone(), self.path.clone(), range.clone());
-        let bytes = client
-            .run(&self.target, Some(range.clone()), async move { store.get_range(&path, r).await })?;
+        let bytes = client.run(&self.target, Some(range.clone()), async move {
+            store.get_range(&path, r).await
+        })?;
         self.check_len(&range, &bytes).map_err(io::Error::from)?;
         Ok(bytes)
     }
@@ -121,8 +125,10 @@ impl RemoteObject {
         let mut rx = self.slot(window.clone())?;
         let wait = client.options.deadline * 2;
         let res = client.runtime.block_on(async {
-            tokio::time::timeout(wait, async { rx.wait_for(Option::is_some).await.map(|v| v.clone()) })
-                .await
+            tokio::time::timeout(wait, async {
+                rx.wait_for(Option::is_some).await.map(|v| v.clone())
+            })
+            .await
         });
         let fetched = match res {
             Ok(Ok(Some(fetched))) => fetched,
@@ -165,7 +171,9 @@ impl RemoteObject {
             windows.slots.remove(&oldest);
         }
         let (tx, rx) = watch::channel(None);
-        windows.slots.insert(window.start, Slot { end: window.end, last_use: tick, rx: rx.clone() });
+        windows
+            .slots
+            .insert(window.start, Slot { end: window.end, last_use: tick, rx: rx.clone() });
         drop(windows);
         let permits = remote::permits();
         let (store, path, url) = (self.store.clone(), self.path.clone(), self.target.url.clone());
@@ -181,7 +189,9 @@ impl RemoteObject {
     }
 
     fn check_len(&self, range: &Range<u64>, bytes: &Bytes) -> Result<(), RemoteError> {
-        RangeCheck { url: self.target.url.clone(), window: range.clone() }.check(bytes.clone()).map(drop)
+        RangeCheck { url: self.target.url.clone(), window: range.clone() }
+            .check(bytes.clone())
+            .map(drop)
     }
 
     fn error(&self, range: &Range<u64>, message: String) -> RemoteError {

@@ -177,7 +177,8 @@ fn build_store(
             )
         }
         Scheme::Gcs => {
-            let mut builder = GoogleCloudStorageBuilder::from_env().with_bucket_name(&target.bucket);
+            let mut builder =
+                GoogleCloudStorageBuilder::from_env().with_bucket_name(&target.bucket);
             for (key, value) in &target.config {
                 builder = builder.with_config(key.parse::<GoogleConfigKey>()?, value);
             }
@@ -189,8 +190,7 @@ fn build_store(
             )
         }
         Scheme::Azure => {
-            let mut builder =
-                MicrosoftAzureBuilder::from_env().with_container_name(&target.bucket);
+            let mut builder = MicrosoftAzureBuilder::from_env().with_container_name(&target.bucket);
             for (key, value) in &target.config {
                 builder = builder.with_config(key.parse::<AzureConfigKey>()?, value);
             }
@@ -287,8 +287,8 @@ pub(super) fn has_children(target: &RemoteTarget) -> io::Result<bool> {
     let client = client()?;
     let store = client.store(target)?;
     let prefix = (!target.key.is_empty()).then(|| object_path(target));
-    let listed =
-        client.run(target, None, async move { store.list_with_delimiter(prefix.as_ref()).await })?;
+    let listed = client
+        .run(target, None, async move { store.list_with_delimiter(prefix.as_ref()).await })?;
     Ok(!listed.objects.is_empty() || !listed.common_prefixes.is_empty())
 }
 
@@ -298,12 +298,12 @@ pub(super) fn list(target: &RemoteTarget) -> io::Result<Vec<Listed>> {
     let strip = if target.key.is_empty() { String::new() } else { format!("{}/", target.key) };
     let mut out: Vec<Listed> = Vec::new();
     // Folder by folder (a delimited listing each), as a file-system walk would.
-    let mut pending: Vec<Option<ObjectPath>> = vec![(!target.key.is_empty()).then(|| object_path(target))];
+    let mut pending: Vec<Option<ObjectPath>> =
+        vec![(!target.key.is_empty()).then(|| object_path(target))];
     while let Some(prefix) = pending.pop() {
         let store = store.clone();
-        let listed = client.run(target, None, async move {
-            store.list_with_delimiter(prefix.as_ref()).await
-        })?;
+        let listed = client
+            .run(target, None, async move { store.list_with_delimiter(prefix.as_ref()).await })?;
         for meta in listed.objects {
             if let Some(name) = meta.location.as_ref().strip_prefix(strip.as_str()) {
                 out.push(Listed { name: name.to_owned(), size: meta.size });

@@ -43,6 +43,9 @@ fn remote_errors_name_object_and_offset() {
     };
     let io_err = io::Error::from(err);
     assert_eq!(io_err.kind(), io::ErrorKind::TimedOut);
-    assert_eq!(io_err.to_string(), "s3://b/shard.tar at byte offset 1024 (bytes 1024..2048): request failed");
+    assert_eq!(
+        io_err.to_string(),
+        "s3://b/shard.tar at byte offset 1024 (bytes 1024..2048): request failed"
+    );
     assert!(io_err.get_ref().unwrap().downcast_ref::<RemoteError>().is_some());
 }

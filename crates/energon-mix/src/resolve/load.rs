@@ -8,8 +8,8 @@ use std::{
 
 use energon_index::{
     INDEX_SQLITE, INFO_JSON, INFO_YAML, NV_META,
-    storage,
     discover::{DatasetKind, classify},
+    storage,
 };
 use energon_reader::{FileStore, SystemFileStore, WebdatasetFileStore};
 

@@ -30,12 +30,18 @@ pub struct ShardProblem {
 pub fn check_shard_rows(root: &Path) -> Result<Vec<ShardProblem>> {
     let info = read_dataset_info(root)?;
     let db_path = root.join(NV_META).join(INDEX_SQLITE);
-    let db = if energon_index::storage::is_file(&db_path) { Some(SqliteIndex::open(&db_path)?) } else { None };
+    let db = if energon_index::storage::is_file(&db_path) {
+        Some(SqliteIndex::open(&db_path)?)
+    } else {
+        None
+    };
     let mut res = Vec::new();
     for (tar_file_id, (name, _)) in info.shard_counts.iter().enumerate() {
         let path = join_rel(root, name);
         let idx_path = tar_idx_path(&path);
-        let (Ok(idx), Ok(data)) = (OffsetIndex::open(&idx_path), map_file(&path).map(ShardData::Mapped)) else {
+        let (Ok(idx), Ok(data)) =
+            (OffsetIndex::open(&idx_path), map_file(&path).map(ShardData::Mapped))
+        else {
             continue;
         };
         let shard =
