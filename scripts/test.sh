@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/system-deps.sh
+scripts/s3-deps.sh
 cargo test --locked -j"${JOBS:-2}" "$@"
 if [ "${ENERGON_SKIP_PYTHON:-0}" != 1 ]; then
   scripts/test-python.sh

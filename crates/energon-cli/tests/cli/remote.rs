@@ -34,7 +34,18 @@ fn server_with_fixture() -> S3Server {
 
 const TRACE_CONFIGS: [&[&str]; 3] = [
     &["--num-workers", "2"],
-    &["--num-workers", "3", "--shuffle-buffer-size", "10", "--batch-size", "4", "--world-size", "2", "--rank", "1"],
+    &[
+        "--num-workers",
+        "3",
+        "--shuffle-buffer-size",
+        "10",
+        "--batch-size",
+        "4",
+        "--world-size",
+        "2",
+        "--rank",
+        "1",
+    ],
     &["--num-workers", "1", "--parallel-shard-iters", "2", "--seed-offset", "7"],
 ];
 
@@ -52,14 +63,18 @@ fn remote_dataset_and_jsonl_trace_like_local() {
     }
     let jsonl = local.join("jsonl/data.jsonl");
     let want = run_ok(energon().arg("trace").arg(&jsonl).args(["--num-workers", "2"]));
-    let got = run_ok(
-        remote(&ep, cache.path()).args(["trace", "s3://data/ref/jsonl/data.jsonl", "--num-workers", "2"]),
-    );
+    let got = run_ok(remote(&ep, cache.path()).args([
+        "trace",
+        "s3://data/ref/jsonl/data.jsonl",
+        "--num-workers",
+        "2",
+    ]));
     assert_eq!(got, want);
 
     let info = run_ok(remote(&ep, cache.path()).args(["info", "s3://data/ref"]));
     assert!(info.contains("`s3://data/ref` (200 samples, 760.00 KiB in 4 shards)"), "{info}");
-    let bench = run_ok(remote(&ep, cache.path()).args(["benchmark", "s3://data/ref", "--samples", "300"]));
+    let bench =
+        run_ok(remote(&ep, cache.path()).args(["benchmark", "s3://data/ref", "--samples", "300"]));
     assert!(bench.contains("samples/s"), "{bench}");
 
     // A metadataset in the bucket with relative paths, one on disk with s3:// paths; an aux
@@ -162,8 +177,11 @@ fn remote_prepare_writes_what_a_local_prepare_writes() {
     assert_eq!(got.read(".nv-meta/index.uuid").len(), 36);
     // The prepared remote dataset traces like the local one.
     let want = run_ok(energon().arg("trace").arg(shards.path()).args(TRACE_CONFIGS[0]));
-    let got =
-        run_ok(remote(&server.endpoint(), cache.path()).args(["trace", "s3://data/raw"]).args(TRACE_CONFIGS[0]));
+    let got = run_ok(
+        remote(&server.endpoint(), cache.path())
+            .args(["trace", "s3://data/raw"])
+            .args(TRACE_CONFIGS[0]),
+    );
     assert_eq!(got, want);
 }
 
@@ -172,7 +190,8 @@ fn throttling_is_retried_and_a_silent_store_fails_in_time() {
     let server = server_with_fixture();
     let proxy = Proxy::start(server.port());
     let cache = Dir::new();
-    let want = run_ok(energon().arg("trace").arg(energon_tests::ref_small_dir()).args(TRACE_CONFIGS[1]));
+    let want =
+        run_ok(energon().arg("trace").arg(energon_tests::ref_small_dir()).args(TRACE_CONFIGS[1]));
     proxy.control.throttle_every.store(3, Ordering::SeqCst);
     let got = run_ok(
         remote(&proxy.endpoint(), cache.path())
@@ -218,14 +237,12 @@ fn killed_server_fails_clearly_and_the_loader_resumes_exactly() {
     // The store goes away mid-epoch: a clear error naming the object, within the deadline.
     server.kill();
     let start = Instant::now();
-    let (out, _, stderr) = run(
-        remote(&server.endpoint(), cache.path())
-            .env("ENERGON_STORAGE_DEADLINE_S", "3")
-            .env("ENERGON_STORAGE_REQUEST_TIMEOUT_S", "1")
-            .args(["trace", "s3://data/ref", "--restore"])
-            .arg(&st)
-            .args(args),
-    );
+    let (out, _, stderr) = run(remote(&server.endpoint(), cache.path())
+        .env("ENERGON_STORAGE_DEADLINE_S", "3")
+        .env("ENERGON_STORAGE_REQUEST_TIMEOUT_S", "1")
+        .args(["trace", "s3://data/ref", "--restore"])
+        .arg(&st)
+        .args(args));
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(start.elapsed() < Duration::from_secs(30), "took {:?}", start.elapsed());
     assert!(stderr.contains("s3://data/ref") && stderr.contains("HEAD"), "{stderr}");

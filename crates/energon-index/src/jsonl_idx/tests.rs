@@ -1,5 +1,7 @@
 //! Tests of the JSONL offset computation and `.jsonl.idx` files.
 
+use std::fs;
+
 use proptest::prelude::*;
 
 use super::*;

@@ -1,5 +1,7 @@
 //! Tests of `.tar.idx` naming, writing and validation.
 
+use std::fs;
+
 use proptest::prelude::*;
 
 use super::*;
