@@ -86,17 +86,57 @@ pub(crate) fn run(args: PreviewArgs) -> anyhow::Result<ExitCode> {
 /// One sample: its key, then every field of its type (or every part of a crude sample).
 fn render_sample(idx: u64, sample: &Sample, width: usize) -> String {
     let mut out = format!("Sample {idx}\n");
-    let _ = writeln!(out, " - __key__ (str): {}", py_str(sample.key()));
     let types = sample_type_info(sample.type_name());
+    // A typed sample's field types as Python prints the dataclass fields' annotations.
+    let key_type = if types.is_some() { annotation_repr("str") } else { "str".to_owned() };
+    let _ = writeln!(out, " - __key__ ({key_type}): {}", py_str(sample.key()));
     for (name, value) in sample.fields() {
         let type_name = match (types, value) {
-            (Some(info), _) => {
-                info.fields.iter().find(|f| f.name == name).map_or("", |f| f.type_name)
-            }
-            (None, FieldValue::Decoded(d)) => decoded_type(d),
-            (None, _) => "",
+            (Some(info), _) => info
+                .fields
+                .iter()
+                .find(|f| f.name == name)
+                .map_or_else(String::new, |f| annotation_repr(f.type_name)),
+            (None, FieldValue::Decoded(d)) => decoded_type(d).to_owned(),
+            (None, _) => String::new(),
         };
         let _ = writeln!(out, " - {name} ({type_name}): {}", render(value, "   ", width));
+    }
+    out
+}
+
+/// A type annotation as Python prints it: a class as `<class 'torch.Tensor'>`, a `typing`
+/// construct as `typing.Optional[int]` (its `typing` names qualified).
+fn annotation_repr(annotation: &str) -> String {
+    const TYPING: &[&str] = &["Any", "Dict", "List", "Optional", "Tuple", "Union"];
+    if !annotation.contains('[') {
+        let class = match annotation {
+            "AVDecoder" => "megatron.energon.av.av_decoder.AVDecoder",
+            other => other,
+        };
+        return format!("<class '{class}'>");
+    }
+    // `Optional[Union[A, B]]` is `Union[A, B, None]`, which Python prints with `NoneType`.
+    if let Some(inner) =
+        annotation.strip_prefix("Optional[Union[").and_then(|r| r.strip_suffix("]]"))
+    {
+        return annotation_repr(&format!("Union[{inner}, NoneType]"));
+    }
+    let mut out = String::with_capacity(annotation.len() + 16);
+    let mut word = String::new();
+    for c in annotation.chars().chain(std::iter::once('\0')) {
+        if c.is_alphanumeric() || c == '_' || c == '.' {
+            word.push(c);
+            continue;
+        }
+        if TYPING.contains(&word.as_str()) {
+            out.push_str("typing.");
+        }
+        out.push_str(&word);
+        word.clear();
+        if c != '\0' {
+            out.push(c);
+        }
     }
     out
 }
@@ -308,5 +348,25 @@ fn truncate(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
         Some((i, _)) => format!("{}...", &s[..i]),
         None => s.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn annotations_print_as_python_prints_them() {
+        assert_eq!(annotation_repr("str"), "<class 'str'>");
+        assert_eq!(annotation_repr("torch.Tensor"), "<class 'torch.Tensor'>");
+        assert_eq!(annotation_repr("Optional[int]"), "typing.Optional[int]");
+        assert_eq!(
+            annotation_repr("Optional[Union[torch.Tensor, List[str]]]"),
+            "typing.Union[torch.Tensor, typing.List[str], NoneType]"
+        );
+        assert_eq!(
+            annotation_repr("Optional[Dict[str, Any]]"),
+            "typing.Optional[typing.Dict[str, typing.Any]]"
+        );
     }
 }

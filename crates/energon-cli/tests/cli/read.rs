@@ -191,16 +191,17 @@ fn preview_prints_fields_and_images_non_interactively() {
     let mut lines = got.lines();
     assert_eq!(lines.next(), Some("Split part train: 200 samples of CaptioningSample"));
     assert_eq!(lines.next(), Some("Sample 0"));
-    assert_eq!(lines.next(), Some(" - __key__ (str): '00000000'"));
+    // Field types as Python prints the sample class's annotations.
+    assert_eq!(lines.next(), Some(" - __key__ (<class 'str'>): '00000000'"));
     assert_eq!(
         lines.next(),
-        Some(" - image (torch.Tensor): Tensor(shape=[32, 32, 3], dtype=uint8):")
+        Some(" - image (<class 'torch.Tensor'>): Tensor(shape=[32, 32, 3], dtype=uint8):")
     );
     // A 16x8 rendering.
     let art: Vec<&str> = lines.by_ref().take_while(|l| !l.is_empty()).collect();
     assert_eq!(art.len(), 8, "{got}");
     assert!(art.iter().all(|l| l.len() == 3 + 16 && l.starts_with("   ")), "{got}");
-    assert_eq!(lines.next(), Some(" - caption (str): 'cat and a large small'"));
+    assert_eq!(lines.next(), Some(" - caption (<class 'str'>): 'cat and a large small'"));
     assert!(got.contains("Sample 1\n") && !got.contains("Sample 2\n"), "{got}");
     assert!(got.contains("Dataset val is empty. Skipping.\n"), "{got}");
     assert!(!got.contains("Continue?"));

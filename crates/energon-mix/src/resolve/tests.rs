@@ -344,7 +344,7 @@ fn absolute_subsets_only_apply_to_dataset_references() {
     let err = resolve(&on_blend, "train").unwrap_err();
     let Error::BadNode { file, yaml_path, reason } = err else { panic!("{err:?}") };
     assert_eq!((file, yaml_path.as_str()), (on_blend, "splits.train.subset"));
-    assert!(reason.contains("only applies to a dataset reference"), "{reason}");
+    assert!(reason.contains("only allowed for a leaf dataset"), "{reason}");
     assert!(reason.contains("splits.train.blend[0]"), "{reason}");
 
     write(dir.path(), "inner_v2.yaml", &format!("{V2}splits:\n  train:\n    path: ds1\n"));

@@ -353,9 +353,9 @@ fn own_subset(
                 file: parent_origin.file,
                 yaml_path: parent_origin.yaml_path,
                 reason: format!(
-                    "an absolute subset range (sample indices) only applies to a dataset \
-                     reference, but it would be passed on to the node at {}: {yaml_path}; use \
-                     percentages here",
+                    "absolute subset ranges (sample indices) are only allowed for a leaf \
+                     dataset (a dataset reference), but this one would be passed on to the node \
+                     at {}: {yaml_path}; use percentages here",
                     file.path.display()
                 ),
             })
