@@ -62,6 +62,12 @@ impl Checkpoint {
         if new_world_size == 0 {
             return bad("cannot redistribute over 0 ranks".to_owned());
         }
+        if new_world_size == first.world_size
+            && new_num_workers.is_none_or(|n| n == first.num_workers)
+        {
+            // The same job: every rank continues as it was.
+            return Ok(Checkpoint { ranks: ranks.into_iter().cloned().collect() });
+        }
         let same_total = match new_num_workers {
             None => true,
             Some(n) => new_world_size * n.max(1) == total,
@@ -687,4 +693,48 @@ fn set_pending(state: &mut StageState, path: &[usize], call: PendingCall) -> Res
         });
     };
     set_pending(child, rest, call)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_cut_the_pieces_into_equal_counts_in_order() {
+        let pieces = [(10, 13), (0, 1), (20, 26)];
+        let shares: Vec<_> = (0..3).map(|j| share(&pieces, j, 3)).collect();
+        assert_eq!(shares, [vec![(10, 13)], vec![(0, 1), (20, 22)], vec![(22, 26)]]);
+        assert_eq!(share(&pieces, 0, 1), pieces);
+        assert_eq!(share(&[], 2, 4), []);
+        // More shares than samples: some are empty, none is lost.
+        let many: Vec<_> = (0..5).flat_map(|j| share(&[(7, 9)], j, 5)).collect();
+        assert_eq!(many, [(7, 8), (8, 9)]);
+    }
+
+    #[test]
+    fn keys_name_their_leaf_through_blends_and_batches() {
+        let tree = MixTree::Repeat {
+            repeats: None,
+            inner: Box::new(MixTree::Blend {
+                weights: vec![1.0, 1.0],
+                children: vec![
+                    MixTree::Leaf(0),
+                    MixTree::Repeat { repeats: Some(2.0), inner: Box::new(MixTree::Leaf(1)) },
+                ],
+            }),
+        };
+        let mut a = RestoreKey::leaf(5);
+        a.prepend(BLEND, 1);
+        a.prepend("MapDataset", 3);
+        let mut b = RestoreKey::leaf(9);
+        b.prepend(BLEND, 0);
+        let batch = RestoreKey::batch("BatchDataset", 0, [&a, &b]);
+        let mut out = Vec::new();
+        key_samples(batch.parts(), &tree, &mut out).unwrap();
+        assert_eq!(out, [(1, 5), (0, 9)]);
+        let mut bad = RestoreKey::leaf(1);
+        bad.prepend(BLEND, 7);
+        assert!(key_samples(bad.parts(), &tree, &mut out).is_err());
+        assert!(key_samples(RestoreKey::leaf(1).parts(), &tree, &mut out).is_err());
+    }
 }

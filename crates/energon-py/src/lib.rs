@@ -54,6 +54,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loader::PyLoader>()?;
     m.add_class::<file_store::PyFileStore>()?;
     m.add_function(wrap_pyfunction!(worker_seed, m)?)?;
+    m.add_function(wrap_pyfunction!(loader::checkpoint_topology, m)?)?;
+    m.add_function(wrap_pyfunction!(loader::reshape_checkpoints, m)?)?;
     m.add_function(wrap_pyfunction!(metadataset::dataset_kind, m)?)?;
     m.add_function(wrap_pyfunction!(metadataset::resolve_metadataset, m)?)?;
     m.add_function(wrap_pyfunction!(prepare::prepare_dataset, m)?)?;

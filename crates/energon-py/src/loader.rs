@@ -323,6 +323,45 @@ pub(crate) fn restore_item(
         return Err(LoaderError::new_err(format!("a batch hook skipped the item of {key}")));
     };
     Ok(to_python(py, prepared, hooks)?.expect("an item"))
+
+/// The rank, number of ranks and workers per rank a checkpoint's (one rank's) bytes were saved
+/// with.
+#[pyfunction]
+pub(crate) fn checkpoint_topology(bytes: &[u8]) -> PyResult<(usize, usize, usize)> {
+    let checkpoint =
+        Checkpoint::from_bytes(bytes, Path::new("<loader state>")).map_err(|e| to_py_err(&e))?;
+    let state = checkpoint.ranks.first().ok_or_else(|| {
+        to_py_err(&energon_cook::Error::BadState { reason: "a state of no rank".to_owned() })
+    })?;
+    Ok((state.rank, state.world_size, state.num_workers))
+}
+
+/// The one-rank checkpoints of every rank of a job, spread over `new_world_size` ranks of
+/// `new_num_workers` workers each (`Checkpoint::reshape`): one rank's checkpoint per new rank.
+#[pyfunction]
+pub(crate) fn reshape_checkpoints<'py>(
+    py: Python<'py>,
+    states: Vec<Vec<u8>>,
+    new_world_size: usize,
+    new_num_workers: usize,
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    let mut ranks = Vec::with_capacity(states.len());
+    for bytes in &states {
+        let checkpoint = Checkpoint::from_bytes(bytes, Path::new("<loader state>"))
+            .map_err(|e| to_py_err(&e))?;
+        ranks.extend(checkpoint.ranks);
+    }
+    let reshaped = Checkpoint { ranks }
+        .reshape(new_world_size, Some(new_num_workers))
+        .map_err(|e| to_py_err(&e))?;
+    reshaped
+        .ranks
+        .into_iter()
+        .map(|state| {
+            let bytes = Checkpoint::of_rank(state).to_bytes(Encoding::Binary);
+            Ok(PyBytes::new(py, &bytes.map_err(|e| to_py_err(&e))?))
+        })
+        .collect()
 }
 
 /// The state of `rank` in a checkpoint's bytes.

@@ -460,18 +460,17 @@ class SavableDataLoader(BasicDataLoader):
             return
         if self._native is not None:
             raise _native.CheckpointError("restore_state_rank must be called before iterating")
-        if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
-            raise _native.CheckpointError("not an energon_rs loader state")
-        if state.get("version") != _STATE_VERSION:
-            raise _native.IncompatibleFormatError(
-                f"loader state version {state.get('version')} is not supported "
-                f"(this energon_rs reads version {_STATE_VERSION}; version 1 states of older "
-                "releases counted items and cannot be restored)"
+        checkpoint = _checkpoint_of(state)
+        _, world_size, num_workers = _native.checkpoint_topology(checkpoint)
+        wc = self.worker_config
+        if (world_size, num_workers) != (wc.world_size, wc.num_workers):
+            raise _native.CheckpointError(
+                f"this state was saved by a job of {world_size} ranks x {num_workers} workers, "
+                f"this loader runs {wc.world_size} x {wc.num_workers}: pass the states of all "
+                "ranks to restore_state_global, which redistributes them, or redistribute them "
+                "with `energon checkpoint redist --new-world-size N --new-num-workers W`"
             )
-        checkpoint = state.get("checkpoint")
-        if not isinstance(checkpoint, (bytes, bytearray)):
-            raise _native.CheckpointError("the loader state has no checkpoint bytes")
-        self._restore = bytes(checkpoint)
+        self._restore = checkpoint
         # Builds the loader now, so that a state of another dataset or other settings is refused
         # here, not at the first iteration.
         try:
@@ -496,18 +495,37 @@ class SavableDataLoader(BasicDataLoader):
 
     def restore_state_global(self, state: Optional[list], src_rank: Optional[int] = None) -> None:
         """Restores from the list of `save_state_global`: every rank passes it, or only
-        `src_rank` does and it is scattered."""
+        `src_rank` does and it is scattered.
+
+        A list saved by a job with other numbers of ranks or workers is redistributed first:
+        the rest of every old worker's pass is dealt to this job's workers (each sample of it
+        read once), and later passes are this job's own."""
         dist = _distributed()
         rank = self.worker_config.rank
         if src_rank is None or dist is None:
             if state is None:
                 raise _native.CheckpointError("restore_state_global needs the list of states")
-            self.restore_state_rank(state[rank])
+            self.restore_state_rank(self._for_this_job(state)[rank])
             return
         group = self.worker_config.data_parallel_group
         out: list = [None]
-        dist.scatter_object_list(out, state, src=src_rank, group=group)
+        states = None if state is None else self._for_this_job(state)
+        dist.scatter_object_list(out, states, src=src_rank, group=group)
         self.restore_state_rank(out[0])
+
+    def _for_this_job(self, states: list) -> list:
+        """The states of every rank of a job, redistributed over this job's ranks and workers
+        when they were saved with others."""
+        checkpoints = [_checkpoint_of(s) for s in states]
+        wc = self.worker_config
+        topologies = {_native.checkpoint_topology(c)[1:] for c in checkpoints}
+        if topologies == {(wc.world_size, wc.num_workers)} and len(states) == wc.world_size:
+            return states
+        reshaped = _native.reshape_checkpoints(checkpoints, wc.world_size, wc.num_workers)
+        return [
+            {"format": _STATE_FORMAT, "version": _STATE_VERSION, "rank": r, "checkpoint": c}
+            for r, c in enumerate(reshaped)
+        ]
 
     # Deprecated aliases of the reference.
     def save_state(self, dst_rank: int) -> Optional[list]:
@@ -517,6 +535,22 @@ class SavableDataLoader(BasicDataLoader):
     def restore_state(self, state: Optional[list]) -> None:
         """Deprecated alias of `restore_state_global`."""
         self.restore_state_global(state)
+
+
+def _checkpoint_of(state: Any) -> bytes:
+    """The checkpoint bytes of a state of `save_state_rank`, checked."""
+    if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
+        raise _native.CheckpointError("not an energon_rs loader state")
+    if state.get("version") != _STATE_VERSION:
+        raise _native.IncompatibleFormatError(
+            f"loader state version {state.get('version')} is not supported "
+            f"(this energon_rs reads version {_STATE_VERSION}; version 1 states of older "
+            "releases counted items and cannot be restored)"
+        )
+    checkpoint = state.get("checkpoint")
+    if not isinstance(checkpoint, (bytes, bytearray)):
+        raise _native.CheckpointError("the loader state has no checkpoint bytes")
+    return bytes(checkpoint)
 
 
 def _distributed() -> Any:
