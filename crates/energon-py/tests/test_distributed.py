@@ -136,14 +136,14 @@ def test_a_state_of_another_job_is_refused_by_restore_state_rank():
     torch_or_skip()
     wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)
     ds = energon_rs.get_train_dataset(str(REF_SMALL), worker_config=wc, batch_size=4,
-                                      max_samples_per_sequence=None)
+                                      shuffle_buffer_size=None, max_samples_per_sequence=None)
     loader = energon_rs.get_savable_loader(ds)
     next(iter(loader))
     state = loader.save_state_rank()
     loader.close()
     other = energon_rs.get_savable_loader(energon_rs.get_train_dataset(
         str(REF_SMALL), worker_config=energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=1),
-        batch_size=4, max_samples_per_sequence=None))
+        batch_size=4, shuffle_buffer_size=None, max_samples_per_sequence=None))
     with pytest.raises(energon_rs.CheckpointError, match="restore_state_global"):
         other.restore_state_rank(state)
     # restore_state_global redistributes the list of all ranks' states.
