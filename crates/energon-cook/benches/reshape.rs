@@ -72,6 +72,7 @@ fn saved(source: &Arc<Synthetic>) -> Checkpoint {
     Checkpoint { ranks }
 }
 
+#[allow(clippy::print_stdout)]
 fn bench(c: &mut Criterion) {
     let path = PathBuf::from("synthetic");
     let source = Arc::new(Synthetic {
@@ -98,7 +99,7 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("reshape_10m");
     group.sample_size(10);
     group.bench_function("reshape", |b| {
-        b.iter(|| black_box(old.reshape(6, Some(3)).expect("reshape")))
+        b.iter(|| black_box(old.reshape(6, Some(3)).expect("reshape")));
     });
     group.bench_function("restore", |b| {
         b.iter(|| {

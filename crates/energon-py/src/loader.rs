@@ -323,6 +323,7 @@ pub(crate) fn restore_item(
         return Err(LoaderError::new_err(format!("a batch hook skipped the item of {key}")));
     };
     Ok(to_python(py, prepared, hooks)?.expect("an item"))
+}
 
 /// The rank, number of ranks and workers per rank a checkpoint's (one rank's) bytes were saved
 /// with.
