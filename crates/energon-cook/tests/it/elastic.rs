@@ -55,6 +55,8 @@ impl TaskEncoder for Splitting {
 enum Source {
     /// The fixture's shards, one training pass (no repetition) or validation.
     Single { val: bool, msps: Option<u64> },
+    /// A generated dataset of `samples` samples in shards of `per_shard`, one training pass.
+    Generated { samples: u64, per_shard: usize, msps: Option<u64> },
     /// An epochized blend of the shards (with a subset) and the JSONL file, whole repetitions,
     /// one pass.
     Epochized { repetitions: [u8; 2] },
@@ -78,7 +80,7 @@ struct Params {
 fn metadataset(dir: &Path, source: &Source) -> std::path::PathBuf {
     let root = fixture();
     let (split, body) = match source {
-        Source::Single { .. } => unreachable!("no metadataset"),
+        Source::Single { .. } | Source::Generated { .. } => unreachable!("no metadataset"),
         Source::Epochized { repetitions: [a, b] } => (
             "train",
             format!(
@@ -163,6 +165,17 @@ fn build(
         Source::Single { val, msps } => {
             let b = LoaderBuilder::new(crate::util::dataset(), cfg, |raw| Ok(Some(raw.key)))
                 .training(!val)
+                .repeat(false)
+                .max_samples_per_sequence(*msps);
+            finish!(b)
+        }
+        Source::Generated { samples, per_shard, msps } => {
+            let root = dir.join("generated");
+            if !root.exists() {
+                crate::util::text_dataset(&root, 0..*samples, *per_shard);
+            }
+            let opened = energon_reader::Dataset::open(&root, &Default::default()).unwrap();
+            let b = LoaderBuilder::new(std::sync::Arc::new(opened), cfg, |raw| Ok(Some(raw.key)))
                 .repeat(false)
                 .max_samples_per_sequence(*msps);
             finish!(b)
@@ -266,9 +279,11 @@ fn params() -> impl Strategy<Value = Params> {
         (any::<bool>(), prop::option::of(3u64..30))
             .prop_map(|(val, msps)| Source::Single { val, msps }),
         (1u8..4, 1u8..3).prop_map(|(a, b)| Source::Epochized { repetitions: [a, b] }),
+        (20u64..300, 1usize..80, prop::option::of(2u64..20))
+            .prop_map(|(samples, per_shard, msps)| Source::Generated { samples, per_shard, msps }),
         Just(Source::Concat),
     ];
-    let topology = (1usize..=3, 0usize..=3);
+    let topology = (1usize..=5, 0usize..=4);
     (
         source,
         topology.clone(),
