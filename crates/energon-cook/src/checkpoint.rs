@@ -370,13 +370,6 @@ impl Checkpoint {
         }
         let mut workers = Vec::with_capacity(total);
         for state in &ranks {
-            if state.reshaped.is_some() {
-                return bad(format!(
-                    "rank {} holds a redistributed state that was never restored; restore it \
-                     before redistributing again",
-                    state.rank
-                ));
-            }
             if state.next_worker != 0 {
                 return bad(format!(
                     "rank {} was saved with worker {} next; redistribution needs checkpoints \

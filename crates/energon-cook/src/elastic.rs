@@ -97,13 +97,6 @@ impl Checkpoint {
         };
         let mut workers = Vec::with_capacity(total);
         for state in &ranks {
-            if state.reshaped.is_some() {
-                return bad(format!(
-                    "rank {} holds a redistributed state that was never restored; restore it \
-                     before redistributing again",
-                    state.rank
-                ));
-            }
             for worker in &state.workers {
                 if worker.replay > 0 {
                     return bad(format!(
@@ -184,6 +177,13 @@ impl Checkpoint {
             let differences = first.config.differences(&state.config, &[RANK_KEY, BATCH_SIZE_KEY]);
             if !differences.is_empty() {
                 return Err(Error::ConfigMismatch { differences });
+            }
+            if state.reshaped.is_some() {
+                return bad(format!(
+                    "rank {} holds a redistributed state that was never restored; restore it \
+                     before redistributing again",
+                    state.rank
+                ));
             }
             let local = state.workers.iter().map(|w| w.global_worker_id);
             if local.ne(state.rank * n_local..(state.rank + 1) * n_local) {
@@ -672,21 +672,7 @@ fn set_pending(state: &mut StageState, path: &[usize], call: PendingCall) -> Res
             other => Err(tree_mismatch(other)),
         };
     };
-    let child = match state {
-        StageState::Leaf { .. } => None,
-        StageState::Blend { children, .. } | StageState::Concat { children, .. } => {
-            children.get_mut(first)
-        }
-        StageState::Map { inner, .. }
-        | StageState::Repeat { inner, .. }
-        | StageState::Batch { inner, .. }
-        | StageState::Packing { inner, .. }
-        | StageState::GroupBatch { inner, .. }
-        | StageState::ShuffleBuffer { inner, .. }
-        | StageState::Epochize { inner, .. }
-        | StageState::Limit { inner, .. }
-        | StageState::Worker { inner, .. } => (first == 0).then_some(&mut **inner),
-    };
+    let child = state.children_mut().get_mut(first);
     let Some(child) = child else {
         return Err(Error::BadState {
             reason: "a saved generator call's stage is not in the new pipeline".to_owned(),

@@ -217,6 +217,23 @@ impl StageState {
             | StageState::Worker { inner, .. } => std::slice::from_ref(&**inner),
         }
     }
+
+    /// The states of the stages this one reads from, to change them.
+    pub fn children_mut(&mut self) -> &mut [StageState] {
+        match self {
+            StageState::Leaf { .. } => &mut [],
+            StageState::Blend { children, .. } | StageState::Concat { children, .. } => children,
+            StageState::Map { inner, .. }
+            | StageState::Repeat { inner, .. }
+            | StageState::ShuffleBuffer { inner, .. }
+            | StageState::Batch { inner, .. }
+            | StageState::GroupBatch { inner, .. }
+            | StageState::Packing { inner, .. }
+            | StageState::Epochize { inner, .. }
+            | StageState::Limit { inner, .. }
+            | StageState::Worker { inner, .. } => std::slice::from_mut(&mut **inner),
+        }
+    }
 }
 
 /// The error for a state node of the wrong kind.
