@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python package's tests: builds the energon_rs wheel into a virtual environment under
 # target/ (created on first use, reused after), then runs pytest on crates/energon-py/tests, the
-# stub check and the example training loop.
+# stub check and the example training loop. The object-store tests run moto's S3 server from
+# this environment (scripts/s3-deps.sh installs it).
 # torch comes from PyPI and is large (about 5 GB with its CUDA libraries; installing it took about
 # 70 s here): it is installed once per environment. ENERGON_PY_NO_TORCH=1 skips it (the torch
 # tests are then skipped, unless ENERGON_REQUIRE_TORCH=1).
@@ -22,6 +23,8 @@ fi
 t0=$(date +%s)
 python -m pip install -q "${packages[@]}"
 echo "python packages (${packages[*]}): $(( $(date +%s) - t0 ))s"
+# moto's S3 server for the object-store tests, in this environment.
+ENERGON_TEST_PYTHON=python scripts/s3-deps.sh
 maturin develop -q --locked -m crates/energon-py/Cargo.toml
 python -m mypy.stubtest energon_rs._native
 python -m pytest -q -p no:cacheprovider crates/energon-py/tests

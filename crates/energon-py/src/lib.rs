@@ -3,7 +3,7 @@
 //! The public API is the Python package `energon_rs` (in `python/`), which wraps these private
 //! classes: `_Reader` (random access), `_DatasetSpec` (a dataset or metadataset with its
 //! pipeline settings), `_Loader` (iteration over the Rust loader), `_FileStore` (files by name,
-//! with their media metadata), the metadataset functions and the exception hierarchy of module
+//! with their media metadata), the metadataset functions, the storage functions of `EPath` and the exception hierarchy of module
 //! `errors`. Each method converts its arguments, calls into the Rust crates with the GIL
 //! released, and converts the result.
 
@@ -21,6 +21,7 @@ mod metadataset;
 mod mix;
 mod prepare;
 mod sample;
+mod storage;
 
 use pyo3::prelude::*;
 
@@ -63,5 +64,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(prepare::prepare_metadataset, m)?)?;
     m.add_function(wrap_pyfunction!(prepare::prepare_media, m)?)?;
     m.add_function(wrap_pyfunction!(prepare::dataset_config, m)?)?;
+    storage::register(m)?;
     Ok(())
 }

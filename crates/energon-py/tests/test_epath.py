@@ -43,10 +43,11 @@ def test_glob_and_walk_follow_links(tmp_path):
     ]
 
 
-def test_remote_paths_are_refused_and_the_default_profile_is_local(tmp_path):
-    with pytest.raises(UnsupportedPathError, match="s3://"):
-        EPath("s3://bucket/data")
-    with pytest.raises(UnsupportedPathError, match="msc://"):
-        EPath("msc://s3/bucket/data")
+def test_other_protocols_are_refused_and_the_default_profile_is_local(tmp_path):
+    # Object-store URLs are tested in test_remote.py.
+    with pytest.raises(UnsupportedPathError, match="dss://"):
+        EPath("dss://name@v1/data")
+    with pytest.raises(UnsupportedPathError, match="rclone://"):
+        EPath("rclone://remote/data")
     assert EPath(f"msc://default{tmp_path}/a/../b") == EPath(tmp_path / "b")
     assert str(EPath(f"msc://default{tmp_path}")) == str(tmp_path)
