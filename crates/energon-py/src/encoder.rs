@@ -17,13 +17,13 @@ use crate::{
     sample::Collated,
 };
 
-/// A batch as a worker thread leaves it: collated in Rust (in parallel across workers), or its
-/// items for the Python batch hooks, with the contexts of the batch and encode-batch stages that
-/// the hooks are called in.
+/// A batch as a worker thread leaves it: collated in Rust (in parallel across workers), or what
+/// the Python batch hooks made of its items (on the worker thread, in the context of the batch
+/// and encode-batch stages, as in the reference).
 #[derive(Debug)]
 pub(crate) enum WorkerBatch {
     Collated(Collated),
-    Items(Batch<Item>, BatchContexts),
+    Py(pyo3::Py<pyo3::PyAny>),
     Failed(String),
 }
 
@@ -31,26 +31,16 @@ pub(crate) enum WorkerBatch {
 /// current_batch_index, worker_seed)`.
 pub(crate) type CallContext = (u64, u64, u32);
 
-/// The contexts of the Python `batch` and `encode_batch` calls of one batch: the stages run on
-/// the worker thread, the calls happen on the loader's pump thread, and the hooks see the
-/// indices (and seeds) of the stage that made the batch, as in the reference.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct BatchContexts {
-    pub(crate) batch: CallContext,
-    pub(crate) encode_batch: Option<CallContext>,
-}
-
 /// The context of a hook call at `ctx`.
 pub(crate) fn call_context(ctx: &SampleContext) -> CallContext {
     (ctx.current_sample_index(), ctx.current_batch_index(), ctx.worker().seed.get())
 }
 
 impl WorkerBatch {
-    fn new(batch: Batch<Item>, hooks: &Hooks, ctx: &SampleContext) -> Self {
+    fn new(batch: Batch<Item>, hooks: &Hooks, ctx: &SampleContext) -> HookResult<Self> {
         let all_rust = batch.samples.iter().all(|s| matches!(s.value, Item::Rust(_)));
         if !all_rust || hooks.has_batch_hooks() {
-            let contexts = BatchContexts { batch: call_context(ctx), encode_batch: None };
-            return WorkerBatch::Items(batch, contexts);
+            return Ok(WorkerBatch::Py(hooks.batch(batch, ctx)?));
         }
         let samples = batch
             .samples
@@ -60,10 +50,10 @@ impl WorkerBatch {
                 Item::Py(_) => None,
             })
             .collect();
-        match Collated::new(Batch { samples }, hooks.output()) {
+        Ok(match Collated::new(Batch { samples }, hooks.output()) {
             Ok(collated) => WorkerBatch::Collated(collated),
             Err(message) => WorkerBatch::Failed(message),
-        }
+        })
     }
 }
 
@@ -146,7 +136,7 @@ impl TaskEncoder for PyEncoder {
         samples: Vec<Keyed<Item>>,
         ctx: &SampleContext,
     ) -> HookResult<Outputs<WorkerBatch>> {
-        Ok(Outputs::One(WorkerBatch::new(Batch { samples }, &self.hooks, ctx)))
+        Ok(Outputs::One(WorkerBatch::new(Batch { samples }, &self.hooks, ctx)?))
     }
 
     fn encode_batch(
@@ -155,10 +145,7 @@ impl TaskEncoder for PyEncoder {
         ctx: &SampleContext,
     ) -> HookResult<Outputs<WorkerBatch>> {
         Ok(Outputs::One(match batch {
-            WorkerBatch::Items(items, contexts) => WorkerBatch::Items(
-                items,
-                BatchContexts { encode_batch: Some(call_context(ctx)), ..contexts },
-            ),
+            WorkerBatch::Py(obj) => WorkerBatch::Py(self.hooks.encode_batch(obj, ctx)?),
             other => other,
         }))
     }

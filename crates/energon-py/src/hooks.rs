@@ -1,5 +1,5 @@
-//! Python task-encoder hooks called from the Rust pipeline: cookers and `encode_sample` on the
-//! worker threads, `batch` and `encode_batch` on the loader's pump thread.
+//! Python task-encoder hooks called from the Rust pipeline, on the worker threads: cookers,
+//! `encode_sample`, packing, `batch` and `encode_batch`.
 //!
 //! Reading and decoding stay in Rust with the GIL released; a hook takes the GIL only for its own
 //! call. The Python side (`energon_rs.task_encoder`) wraps each hook so that it applies the
@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::{
     convert::{AvOutput, Converter, Output},
-    encoder::{BatchContexts, CallContext, call_context},
+    encoder::call_context,
     errors::{config_error, to_py_err},
     file_store::PyFileStore,
     sample::sample_to_py,
@@ -384,48 +384,33 @@ impl Hooks {
         self.failure.lock().ok().and_then(|mut slot| slot.take())
     }
 
-    /// `batch` then `encode_batch` over a batch of items, in Python, each in the context of its
-    /// stage (`contexts`, see [`Self::invoke`]); `None` when a hook skipped the batch.
-    pub(crate) fn batch_py(
-        &self,
-        py: Python<'_>,
-        batch: Keyed<Batch<Item>>,
-        contexts: BatchContexts,
-    ) -> PyResult<Option<Py<PyAny>>> {
-        let conv = Converter::new(py, self.output)?;
-        let list = PyList::empty(py);
-        for keyed in batch.value.samples {
-            list.append(item_to_py(&conv, keyed.value)?)?;
-        }
-        let mut out = match self.batch.as_ref().or(self.default_batch.as_ref()) {
-            Some(batch) => call_in(batch, list.into_any(), Some(contexts.batch))?,
-            None => list.into_any(),
-        };
-        if !self.unless_skip(&out) {
-            return Ok(None);
-        }
-        if let Some(encode_batch) = &self.encode_batch {
-            out = call_in(encode_batch, out, contexts.encode_batch)?;
-            if !self.unless_skip(&out) {
-                return Ok(None);
+    /// The Python `batch` over a batch of items (the task encoder's default batching when it is
+    /// not overridden, a list without one), in the batch stage's context; the skip marker skips
+    /// the batch.
+    pub(crate) fn batch(&self, batch: Batch<Item>, ctx: &SampleContext) -> HookResult<Py<PyAny>> {
+        self.with_gil(|conv| {
+            let list = PyList::empty(conv.py());
+            for keyed in batch.samples {
+                list.append(item_to_py(&conv, keyed.value)?)?;
             }
-        }
-        Ok(Some(out.unbind()))
+            match self.batch.as_ref().or(self.default_batch.as_ref()) {
+                Some(hook) => Ok(self.invoke(hook, list.into_any(), ctx)?.map(Bound::unbind)),
+                None => Ok(Some(list.into_any().unbind())),
+            }
+        })
     }
-}
 
-/// Calls a batch hook on `arg`, with its stage's context as the keyword `ctx` when there is one.
-fn call_in<'py>(
-    hook: &Py<PyAny>,
-    arg: Bound<'py, PyAny>,
-    ctx: Option<CallContext>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let py = arg.py();
-    let kwargs = PyDict::new(py);
-    if let Some(ctx) = ctx {
-        kwargs.set_item("ctx", ctx)?;
+    /// The Python `encode_batch` on a batch Python made (the identity when not overridden).
+    pub(crate) fn encode_batch(
+        &self,
+        batch: Py<PyAny>,
+        ctx: &SampleContext,
+    ) -> HookResult<Py<PyAny>> {
+        let Some(hook) = &self.encode_batch else { return Ok(batch) };
+        self.with_gil(|conv| {
+            Ok(self.invoke(hook, batch.into_bound(conv.py()), ctx)?.map(Bound::unbind))
+        })
     }
-    hook.bind(py).call((arg,), Some(&kwargs))
 }
 
 /// An item as a Python object (a Rust sample becomes its dataclass).

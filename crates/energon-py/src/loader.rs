@@ -1,9 +1,9 @@
 //! The native loader `_Loader`: energon-cook's loader (worker threads, round robin) behind a
 //! Python iterator that waits with the GIL released and answers Ctrl-C.
 //!
-//! A pump thread owns the Rust loader. It pulls items in the loader's order, runs the Python
-//! batch hooks on batches that need them (batches of Rust samples are collated on the worker
-//! threads), and hands the results over a channel of one slot, each with the loader's state
+//! A pump thread owns the Rust loader. It pulls items in the loader's order (every Python hook,
+//! the batch hooks included, ran on the worker threads; batches of Rust samples were collated
+//! there) and hands them over a channel of one slot, each with the loader's state
 //! after it when the loader is savable: the pump reads ahead, so the state that `save_state`
 //! returns is the one that came with the last item Python took. `__next__` waits on that
 //! channel with the GIL released, waking every 100 ms to let Python deliver signals, and
@@ -117,7 +117,6 @@ pub(crate) enum Prepared {
     /// The end of a pass.
     End,
     Failed(energon_cook::Error),
-    FailedPy(PyErr),
     FailedBatch(String),
 }
 
@@ -172,10 +171,9 @@ impl PyLoader {
             if savable { Some(source.save_state().map_err(|e| to_py_err(&e))?) } else { None };
         let (sender, receiver) = crossbeam_channel::bounded(1);
         let (next_pass, next_pass_receiver) = crossbeam_channel::bounded(1);
-        let pump_hooks = Arc::clone(&hooks);
         let pump = thread::Builder::new()
             .name("energon-pump".to_owned())
-            .spawn(move || pump(source, prefix, savable, &pump_hooks, &sender, &next_pass_receiver))
+            .spawn(move || pump(source, prefix, savable, &sender, &next_pass_receiver))
             .map_err(|e| to_py_err(&e))?;
         Ok(PyLoader {
             receiver: Some(receiver),
@@ -302,7 +300,6 @@ fn to_python(py: Python<'_>, prepared: Prepared, hooks: &Hooks) -> PyResult<Opti
         Prepared::Failed(err) => {
             return Err(hooks.take_failure().unwrap_or_else(|| to_py_err(&err)));
         }
-        Prepared::FailedPy(err) => return Err(err),
         Prepared::FailedBatch(message) => return Err(LoaderError::new_err(message)),
     };
     Ok(Some(res.unbind()))
@@ -318,10 +315,7 @@ pub(crate) fn restore_item(
     restore: impl FnOnce(&RestoreKey) -> energon_cook::Result<Raw> + Send,
 ) -> PyResult<Py<PyAny>> {
     let key = key_from_py(key)?;
-    let prepared = py.detach(|| prepare(restore(&key), hooks));
-    let Some(prepared) = prepared else {
-        return Err(LoaderError::new_err(format!("a batch hook skipped the item of {key}")));
-    };
+    let prepared = py.detach(|| prepare(restore(&key)));
     Ok(to_python(py, prepared, hooks)?.expect("an item"))
 }
 
@@ -384,7 +378,6 @@ fn pump(
     mut source: RustLoader,
     prefix: KeyPrefix,
     savable: bool,
-    hooks: &Hooks,
     sender: &Sender<Message>,
     next_pass: &Receiver<()>,
 ) {
@@ -397,15 +390,9 @@ fn pump(
                 }
                 continue;
             }
-            Some(item) => match prepare(item, hooks) {
-                Some(prepared) => prepared,
-                None => continue,
-            },
+            Some(item) => prepare(item),
         };
-        let last = matches!(
-            prepared,
-            Prepared::Failed(_) | Prepared::FailedPy(_) | Prepared::FailedBatch(_)
-        );
+        let last = matches!(prepared, Prepared::Failed(_) | Prepared::FailedBatch(_));
         let state = if savable && !last {
             match source.save_state() {
                 Ok(state) => Some(state),
@@ -424,9 +411,9 @@ fn pump(
     }
 }
 
-/// Prepares one item; `None` when a Python batch hook skipped it.
-pub(crate) fn prepare(item: energon_cook::Result<Raw>, hooks: &Hooks) -> Option<Prepared> {
-    Some(match item {
+/// Prepares one item for conversion.
+pub(crate) fn prepare(item: energon_cook::Result<Raw>) -> Prepared {
+    match item {
         Err(err) => Prepared::Failed(err),
         Ok(Raw::Sample(Keyed { restore_key, value: Item::Rust(sample) })) => {
             Prepared::Sample(Keyed { restore_key, value: sample })
@@ -437,18 +424,11 @@ pub(crate) fn prepare(item: energon_cook::Result<Raw>, hooks: &Hooks) -> Option<
         Ok(Raw::Batch(Keyed { restore_key, value })) => match value {
             WorkerBatch::Collated(collated) => Prepared::Collated(collated.with_key(restore_key)),
             WorkerBatch::Failed(message) => Prepared::FailedBatch(message),
-            WorkerBatch::Items(batch, contexts) => {
-                let batch = Keyed { restore_key: restore_key.clone(), value: batch };
-                match Python::attach(|py| hooks.batch_py(py, batch, contexts)) {
-                    // The batch gets the batch stage's restore key, as the reference's batch
-                    // stage sets it on what its batcher returns.
-                    Ok(Some(obj)) => Prepared::PySample(Keyed { restore_key, value: obj }),
-                    Ok(None) => return None,
-                    Err(err) => Prepared::FailedPy(err),
-                }
-            }
+            // The batch gets the batch stage's restore key, as the reference's batch stage sets
+            // it on what its batcher returns.
+            WorkerBatch::Py(obj) => Prepared::PySample(Keyed { restore_key, value: obj }),
         },
-    })
+    }
 }
 
 /// Sets the `__restore_key__` of a sample a hook made (a dataclass with that field, or a dict

@@ -324,3 +324,21 @@ def test_packing_fills_packs_from_the_buffer_and_restores_mid_stream(ref_small):
     restored.restore_state_rank(state)
     it = iter(restored)
     assert [next(it)["__key__"] for _ in range(12)] == rest
+
+
+def test_batch_hooks_run_on_worker_threads(ref_small):
+    threads = set()
+
+    class Encoder(energon_rs.TaskEncoder):
+        def batch(self, samples):
+            threads.add(threading.get_native_id())
+            return [s.__key__ for s in samples]
+
+        def encode_batch(self, batch):
+            threads.add(threading.get_native_id())
+            return {"keys": batch}
+
+    batches = list(energon_rs.get_loader(val(ref_small, Encoder(), batch_size=10)))
+    assert sorted(k for b in batches for k in b["keys"]) == [f"{i:08d}" for i in range(200)]
+    # Both hooks of each batch ran on the two worker threads, not on the main thread.
+    assert len(threads) == 2 and threading.get_native_id() not in threads

@@ -1,9 +1,9 @@
 """Task encoders and cookers, as in `megatron.energon`: subclass `TaskEncoder` (or
 `DefaultTaskEncoder`) and override the hooks you need.
 
-The Rust pipeline calls the overridden hooks: cookers and `encode_sample` on the loader's worker
-threads (reading and decoding run in Rust in parallel, each hook takes the GIL for its call),
-`batch` and `encode_batch` on the loader's pump thread, in the reference's stage order. Hooks that
+The Rust pipeline calls the overridden hooks on the loader's worker threads (cookers,
+`encode_sample`, packing, `batch` and `encode_batch`; reading and decoding run in Rust in
+parallel, each hook takes the GIL for its call), in the reference's stage order. Hooks that
 are not overridden cost nothing: batching is then done in Rust (tensor fields stacked with zero
 padding, other fields as lists).
 
