@@ -4,9 +4,12 @@
 //! Both only look at their items' restore keys: an item that came from child `i` has
 //! `("BlendDataset", i)` (or `("ConcatDataset", i)`) prepended, as the reference prepends it.
 
-use energon_dist::WorkerRng;
+use energon_dist::{WorkerConfig, WorkerRng};
 
 use crate::{
+    builder::BoxStage,
+    context::ItemCounter,
+    epoch::WorkerTop,
     error::{Error, Result},
     restore_key::KeyPart,
     stage::{Keyed, Stage, bad_key, split_key},
@@ -183,6 +186,47 @@ impl<T, S: Stage<Item = Keyed<T>>> Stage for Blend<S> {
     fn restore_item(&mut self, key: &[KeyPart]) -> Result<Keyed<T>> {
         restore_child(&mut self.children, BLEND, key)
     }
+}
+
+/// The per-worker pipelines of datasets built separately (each as a whole, batched or not: the
+/// reference's `BlendDataset` or `ConcatDataset` around datasets each made by
+/// `get_train_dataset`), combined worker by worker: blended by `weights` with the worker's
+/// blend stream (`Some`), or one after the other (`None`). Each combined pipeline is the
+/// outermost stage of its worker (it counts the worker's items); `children[c][w]` is child `c`'s
+/// pipeline of local worker `w`.
+pub fn combine_pipelines<T: Send + 'static>(
+    children: Vec<Vec<BoxStage<T>>>,
+    weights: Option<&[f32]>,
+    worker_config: &WorkerConfig,
+) -> Result<Vec<BoxStage<T>>> {
+    let n_workers = worker_config.n_local_workers();
+    let mut per_worker: Vec<Vec<BoxStage<T>>> = (0..n_workers).map(|_| Vec::new()).collect();
+    for child in children {
+        if child.len() != n_workers {
+            return Err(Error::InvalidSetting {
+                setting: "worker_config",
+                value: format!("{} pipelines for {n_workers} workers", child.len()),
+                reason: "every combined dataset needs the same worker configuration",
+            });
+        }
+        for (worker, pipeline) in child.into_iter().enumerate() {
+            per_worker[worker].push(pipeline);
+        }
+    }
+    per_worker
+        .into_iter()
+        .enumerate()
+        .map(|(worker, pipelines)| {
+            let combined: BoxStage<T> = match weights {
+                Some(weights) => {
+                    let rng = worker_config.worker_rng(worker)?;
+                    Box::new(Blend::new(pipelines, weights.to_vec(), rng)?)
+                }
+                None => Box::new(Concat::new(pipelines)?),
+            };
+            Ok(Box::new(WorkerTop::new(combined, ItemCounter::default())) as BoxStage<T>)
+        })
+        .collect()
 }
 
 /// Re-creates an item of child `i` from a key `(name, i, rest...)`.

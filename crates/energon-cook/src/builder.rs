@@ -586,20 +586,8 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
     /// The plan and the local worker of a loader's restore key.
     fn restore_worker(&self, key: &RestoreKey) -> Result<(Arc<MixPlan>, usize)> {
         let plan = self.plan()?;
-        let cfg = plan.worker_config;
-        let bad = || Error::BadState {
-            reason: format!(
-                "restore key {key} is not one of a loader of rank {} with {} workers (it starts \
-                 with the loader's wrapper, the global worker id and the worker's item index)",
-                cfg.rank(),
-                cfg.num_workers()
-            ),
-        };
-        let (_, global, _, _) = split_loader_key(key.parts()).ok_or_else(bad)?;
-        let first = loader_worker_id(&cfg, 0);
-        let local = global.checked_sub(first).filter(|&w| w < cfg.n_local_workers() as u64);
-        let local = local.ok_or_else(bad)?;
-        Ok((plan, local as usize))
+        let worker = key_worker(key, &plan.worker_config)?;
+        Ok((plan, worker))
     }
 
     /// The loader of encoded samples (no batching: no batch size, no batching by group).
@@ -635,9 +623,30 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
     }
 }
 
-/// Makes the item of a loader's `key` again in a worker's pipeline, with that key.
-fn restore_in<T>(pipeline: &mut BoxStage<T>, key: &RestoreKey) -> Result<Keyed<T>> {
-    let (wrapper, global, index, _) = split_loader_key(key.parts()).expect("checked");
+/// The local worker (of `cfg`'s rank) whose item a loader's restore key is: the key starts with
+/// the loader's wrapper, the global worker id and the worker's item index.
+pub fn key_worker(key: &RestoreKey, cfg: &WorkerConfig) -> Result<usize> {
+    let bad = || Error::BadState {
+        reason: format!(
+            "restore key {key} is not one of a loader of rank {} with {} workers (it starts \
+             with the loader's wrapper, the global worker id and the worker's item index)",
+            cfg.rank(),
+            cfg.num_workers()
+        ),
+    };
+    let (_, global, _, _) = split_loader_key(key.parts()).ok_or_else(bad)?;
+    let first = loader_worker_id(cfg, 0);
+    let local = global.checked_sub(first).filter(|&w| w < cfg.n_local_workers() as u64);
+    Ok(local.ok_or_else(bad)? as usize)
+}
+
+/// Makes the item of a loader's `key` again in its worker's pipeline (see [`key_worker`]),
+/// with that key: the item is re-read and re-run through the pipeline's stages with the same
+/// indices, without changing the pipeline's progress.
+pub fn restore_in<T>(pipeline: &mut BoxStage<T>, key: &RestoreKey) -> Result<Keyed<T>> {
+    let Some((wrapper, global, index, _)) = split_loader_key(key.parts()) else {
+        return Err(crate::stage::bad_key("loader", key.parts()));
+    };
     let mut item = pipeline.restore_item(key.parts())?;
     item.restore_key = item.restore_key.of_loader(wrapper, global, index);
     Ok(item)

@@ -6,7 +6,7 @@ use crate::{
     context::{ItemCounter, WorkerInfo},
     error::Result,
     restore_key::{KeyPart, split_loader_key},
-    stage::{Stage, bad_key},
+    stage::Stage,
     state::{StageState, mismatch},
 };
 
@@ -198,10 +198,12 @@ impl<S: Stage> Stage for WorkerTop<S> {
 
     /// Takes a key as the reference's loader hands it out, with its loader wrapper's
     /// `(name, global_worker_id, worker_item_index)` first (the caller picked the worker's
-    /// pipeline): the item is made again as the worker's item of that index.
+    /// pipeline): the item is made again as the worker's item of that index. A key without it
+    /// is one of a whole pipeline inside a combination of pipelines (see
+    /// [`combine_pipelines`](crate::combine_pipelines)), made again as it is.
     fn restore_item(&mut self, key: &[KeyPart]) -> Result<S::Item> {
         let Some((_, _, index, rest)) = split_loader_key(key) else {
-            return Err(bad_key("worker's pipeline (a loader's key)", key));
+            return self.inner.restore_item(key);
         };
         self.items.set(index);
         let res = self.inner.restore_item(rest);

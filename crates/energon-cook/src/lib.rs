@@ -82,8 +82,11 @@ pub mod state;
 
 pub use crate::{
     batch::{Batch, Batcher},
-    blend::{Blend, Concat},
-    builder::{BoxStage, LeafLoad, LoaderBuilder, MapFn, SampleSource, max_open_shards},
+    blend::{Blend, Concat, combine_pipelines},
+    builder::{
+        BoxStage, LeafLoad, LoaderBuilder, MapFn, SampleSource, key_worker, max_open_shards,
+        restore_in,
+    },
     checkpoint::{Checkpoint, LoaderState},
     context::{SampleContext, WorkerInfo},
     elastic::samples_left_in_pass,

@@ -183,6 +183,23 @@ impl<I: Send + 'static> Loader<I> {
         Loader::start(pipelines, config, options)
     }
 
+    /// A loader over the pipelines of `worker_config`'s local workers (one without workers, run
+    /// in the caller's thread), which its saved states and restore keys name by their rank and
+    /// global worker ids (such as the pipelines of [`combine_pipelines`](crate::combine_pipelines)).
+    pub fn for_workers(
+        pipelines: Vec<Box<dyn Stage<Item = I>>>,
+        worker_config: WorkerConfig,
+        prefetch_factor: usize,
+    ) -> Result<Self> {
+        let config = LoaderConfig { num_workers: worker_config.num_workers(), prefetch_factor };
+        let options = StartOptions {
+            checkpoint_every: 1,
+            meta: Meta { worker_config: Some(worker_config), ..Meta::default() },
+            ..StartOptions::default()
+        };
+        Loader::start(pipelines, config, options)
+    }
+
     /// A loader over `pipelines` (built as those of the loader that saved `state`) that
     /// continues where `state` says: each pipeline's saved progress is restored and the items
     /// after it replayed, and the round robin continues with the saved next worker.

@@ -7,7 +7,7 @@ use std::{
     sync::Arc,
 };
 
-use energon_cook::{FailureStats, Loader, LoaderBuilder, LoaderConfig, LoaderState};
+use energon_cook::{BoxStage, FailureStats, Loader, LoaderBuilder, LoaderConfig, LoaderState};
 use energon_dist::WorkerConfig;
 use energon_index::discover::{DatasetKind, classify};
 use energon_mix::{MixOptions, MixPlan, ResolveOptions, resolve_path};
@@ -16,10 +16,10 @@ use pyo3::prelude::*;
 
 use crate::{
     convert::{AvOutput, Converter, Output, av_decode_of, pil_mode},
-    encoder::PyEncoder,
+    encoder::{PyEncoder, WorkerBatch},
     errors::{config_error, to_py_err},
     hooks::{Hooks, Item},
-    loader::{Raw, RustLoader},
+    loader::{LoaderSource, Raw, RustLoader},
     mix::MixSource,
     sample::sample_to_py,
 };
@@ -292,7 +292,7 @@ impl DatasetSpec {
     fn restore_item(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let builder = self.builder();
         let batches = self.batches();
-        crate::loader::restore_item(py, key, &self.hooks, |key| {
+        crate::loader::restore_item(py, key, &self.all_hooks(), |key| {
             Ok(if batches {
                 Raw::Batch(builder.restore_batch(key)?)
             } else {
@@ -417,10 +417,20 @@ impl DatasetSpec {
             .packing_buffer_size(self.packing_buffer_size)
     }
 
+    /// Every local worker's whole pipeline, of batches or of samples.
+    pub(crate) fn pipelines(&self, stats: &FailureStats) -> energon_cook::Result<Pipelines> {
+        let builder = self.builder();
+        Ok(if self.batches() {
+            Pipelines::Batches(builder.batch_worker_pipelines(stats)?)
+        } else {
+            Pipelines::Samples(builder.sample_worker_pipelines(stats)?)
+        })
+    }
+
     /// Starts the rank's loader (with its worker threads), continuing from `restore` if given;
     /// with `worker = w`, only local worker `w`'s pipeline, in the caller's thread (for torch
     /// `DataLoader` worker processes).
-    pub(crate) fn start(
+    fn start_loader(
         &self,
         prefetch_factor: usize,
         worker: Option<usize>,
@@ -458,7 +468,7 @@ impl DatasetSpec {
     }
 
     /// Whether the loader batches: a batch size, or batching by group.
-    fn batches(&self) -> bool {
+    pub(crate) fn batches(&self) -> bool {
         self.batch_size.is_some() || self.hooks.has_group_criterion()
     }
 
@@ -477,14 +487,29 @@ impl DatasetSpec {
     pub(crate) fn hooks(&self) -> &Arc<Hooks> {
         &self.hooks
     }
+}
 
-    /// The rank of the worker configuration.
-    pub(crate) fn rank(&self) -> usize {
-        self.worker_config.rank()
+/// Every local worker's whole pipeline of a dataset.
+pub(crate) enum Pipelines {
+    Samples(Vec<BoxStage<Item>>),
+    Batches(Vec<BoxStage<WorkerBatch>>),
+}
+
+impl LoaderSource for DatasetSpec {
+    fn all_hooks(&self) -> Vec<Arc<Hooks>> {
+        vec![Arc::clone(&self.hooks)]
     }
 
-    /// The worker configuration.
-    pub(crate) fn worker_config(&self) -> WorkerConfig {
+    fn worker_config(&self) -> WorkerConfig {
         self.worker_config
+    }
+
+    fn start(
+        &self,
+        prefetch_factor: usize,
+        worker: Option<usize>,
+        restore: Option<LoaderState>,
+    ) -> energon_cook::Result<RustLoader> {
+        self.start_loader(prefetch_factor, worker, restore)
     }
 }

@@ -10,6 +10,7 @@
 #[cfg(feature = "video")]
 mod av;
 mod buffer;
+mod combined;
 mod convert;
 mod dataset;
 mod encoder;
@@ -52,6 +53,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<av::PyAvDecoder>()?;
     m.add_class::<dataset::Reader>()?;
     m.add_class::<dataset::DatasetSpec>()?;
+    m.add_class::<combined::CombinedSpec>()?;
     m.add_class::<loader::PyLoader>()?;
     m.add_class::<file_store::PyFileStore>()?;
     m.add_function(wrap_pyfunction!(worker_seed, m)?)?;

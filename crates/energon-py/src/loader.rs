@@ -36,6 +36,7 @@ use pyo3::{
 };
 
 use crate::{
+    combined::CombinedSpec,
     convert::{Converter, key_from_py},
     dataset::DatasetSpec,
     encoder::WorkerBatch,
@@ -132,7 +133,8 @@ pub(crate) struct PyLoader {
     /// Whether the last message was the end of a pass.
     ended: bool,
     pump: Option<JoinHandle<()>>,
-    hooks: Arc<Hooks>,
+    /// The hooks of the pipeline (of every combined dataset's).
+    hooks: Vec<Arc<Hooks>>,
     pid: u32,
     rank: usize,
     /// The loader's state after the last item handed to Python (savable loaders only).
@@ -149,16 +151,19 @@ impl PyLoader {
     #[pyo3(signature = (spec, *, prefetch_factor = 2, worker = None, savable = false, restore = None))]
     fn new(
         py: Python<'_>,
-        spec: &Bound<'_, DatasetSpec>,
+        spec: &Bound<'_, PyAny>,
         prefetch_factor: usize,
         worker: Option<usize>,
         savable: bool,
         restore: Option<&[u8]>,
     ) -> PyResult<Self> {
-        let spec = spec.get();
-        let hooks = Arc::clone(spec.hooks());
-        let rank = spec.rank();
+        let spec: &dyn LoaderSource = match spec.cast::<DatasetSpec>() {
+            Ok(spec) => spec.get(),
+            Err(_) => spec.cast::<CombinedSpec>()?.get(),
+        };
+        let hooks = spec.all_hooks();
         let config = spec.worker_config();
+        let rank = config.rank();
         let prefix = KeyPrefix {
             wrapper: LoaderWrapper::of(savable, config.num_workers()),
             worker: worker.map(|w| loader_worker_id(&config, w)),
@@ -284,8 +289,12 @@ impl Drop for PyLoader {
 }
 
 /// A prepared item as a Python object; `None` at the end of a pass.
-fn to_python(py: Python<'_>, prepared: Prepared, hooks: &Hooks) -> PyResult<Option<Py<PyAny>>> {
-    let conv = Converter::new(py, hooks.output())?;
+fn to_python(
+    py: Python<'_>,
+    prepared: Prepared,
+    hooks: &[Arc<Hooks>],
+) -> PyResult<Option<Py<PyAny>>> {
+    let conv = Converter::new(py, hooks[0].output())?;
     let res = match prepared {
         Prepared::Sample(Keyed { restore_key, value }) => {
             sample_to_py(&conv, value, Some(&restore_key))?
@@ -298,7 +307,8 @@ fn to_python(py: Python<'_>, prepared: Prepared, hooks: &Hooks) -> PyResult<Opti
         }
         Prepared::End => return Ok(None),
         Prepared::Failed(err) => {
-            return Err(hooks.take_failure().unwrap_or_else(|| to_py_err(&err)));
+            let failure = hooks.iter().find_map(|h| h.take_failure());
+            return Err(failure.unwrap_or_else(|| to_py_err(&err)));
         }
         Prepared::FailedBatch(message) => return Err(LoaderError::new_err(message)),
     };
@@ -311,7 +321,7 @@ fn to_python(py: Python<'_>, prepared: Prepared, hooks: &Hooks) -> PyResult<Opti
 pub(crate) fn restore_item(
     py: Python<'_>,
     key: &Bound<'_, PyAny>,
-    hooks: &Hooks,
+    hooks: &[Arc<Hooks>],
     restore: impl FnOnce(&RestoreKey) -> energon_cook::Result<Raw> + Send,
 ) -> PyResult<Py<PyAny>> {
     let key = key_from_py(key)?;
@@ -357,6 +367,22 @@ pub(crate) fn reshape_checkpoints<'py>(
             Ok(PyBytes::new(py, &bytes.map_err(|e| to_py_err(&e))?))
         })
         .collect()
+}
+
+/// What a native loader runs: one dataset's pipeline, or datasets combined.
+pub(crate) trait LoaderSource: Sync {
+    /// The hooks of every dataset in the pipeline (the first one's convert the items).
+    fn all_hooks(&self) -> Vec<Arc<Hooks>>;
+    /// The worker configuration.
+    fn worker_config(&self) -> energon_dist::WorkerConfig;
+    /// Starts the rank's loader (or only local worker `worker`'s pipeline), continuing from
+    /// `restore` if given.
+    fn start(
+        &self,
+        prefetch_factor: usize,
+        worker: Option<usize>,
+        restore: Option<LoaderState>,
+    ) -> energon_cook::Result<RustLoader>;
 }
 
 /// The state of `rank` in a checkpoint's bytes.

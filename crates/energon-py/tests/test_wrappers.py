@@ -14,8 +14,10 @@ from energon_rs.wrappers import (
     AugmentTaskEncoder,
     BatchDataset,
     BlendDataset,
+    ConcatDataset,
     DatasetBlendMode,
     MapDataset,
+    MixBatchDataset,
     SavableDataset,
     generic_concat,
     get_dataset_from_config,
@@ -53,8 +55,8 @@ def test_map_then_batch_then_map():
     assert len(captions) == 200 and all(c == c.upper() for c in captions)
     with pytest.raises(NotImplementedError, match="batches of batches"):
         BatchDataset(batched, batch_size=2, batcher=list, worker_config=WC)
-    with pytest.raises(NotImplementedError, match="metadataset"):
-        BlendDataset((ds, 1.0), (ds, 2.0), worker_config=WC)
+    with pytest.raises(NotImplementedError, match="MixBatchDataset"):
+        MixBatchDataset((ds, 1.0), (ds, 2.0), batch_size=2, worker_config=WC)
     with pytest.raises(TypeError, match="energon_rs dataset"):
         MapDataset([1, 2], lambda x: x)  # type: ignore[arg-type]
 
@@ -111,3 +113,54 @@ def test_listed_datasets_carry_their_dataset_yaml_subflavors(ref_small_copy, tmp
     assert [d.dataset.subflavors for d in listed.datasets] == [{"origin": "yaml", "number": 2}, None]
     assert "subflavors" not in energon_rs._native.dataset_config(str(REF_SMALL))
     assert energon_rs._native.dataset_config(str(ref_small_copy))["subflavors"] == {"origin": "yaml", "number": 1}
+
+
+def _val(batch_size, task_encoder=None, wc=WC):
+    return energon_rs.get_val_dataset(
+        REF_SMALL, split_part="train", worker_config=wc, batch_size=batch_size,
+        task_encoder=task_encoder,
+    )
+
+
+class _Tagged(energon_rs.TaskEncoder):
+    def __init__(self, tag):
+        self.tag = tag
+
+    def encode_batch(self, batch):
+        return {"tag": self.tag, "keys": list(batch.__key__), "__restore_key__": None}
+
+
+@pytest.mark.parametrize("nw", [0, 2])
+def test_separately_built_datasets_blend_and_concatenate(nw):
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=nw)
+    a, b = _val(4, _Tagged("a"), wc), _val(10, _Tagged("b"), wc)
+    # One after the other on each worker: all of a worker's first dataset, then its second.
+    concat = list(energon_rs.get_loader(ConcatDataset(a, b, worker_config=wc)))
+    assert len(concat) == 50 + 20 == len(ConcatDataset(a, b, worker_config=wc))
+    if nw == 0:
+        assert [x["tag"] for x in concat] == ["a"] * 50 + ["b"] * 20
+    # Blended by weight, each dataset with its own task encoder and batch size: every sample of
+    # both one pass, in batches of 4 ("a") and 10 ("b"), the heavier one drawn more often early.
+    blend = BlendDataset((a, 1.0), (b, 3.0), worker_config=wc)
+    loader = energon_rs.get_loader(blend)
+    items = list(loader)
+    for tag, size in [("a", 4), ("b", 10)]:
+        keys = [k for x in items if x["tag"] == tag for k in x["keys"]]
+        assert sorted(keys) == [f"{i:08d}" for i in range(200)]
+        assert all(len(x["keys"]) == size for x in items if x["tag"] == tag)
+    first = [x["tag"] for x in items[:10]]
+    assert first.count("b") > first.count("a"), first
+    # The same order every time; any item made again from its restore key.
+    assert [x["keys"] for x in energon_rs.get_loader(blend)] == [x["keys"] for x in items]
+    wrapper = "SimpleSavableDatasetWrapper"
+    for x in items[::7]:
+        # The loader's wrapper, the blend and the child, then the child's own stages.
+        assert x["__restore_key__"][0] == wrapper and x["__restore_key__"][3] == "BlendDataset"
+        assert loader.restore_sample(x["__restore_key__"]) == x
+
+
+def test_combined_datasets_need_one_worker_config_and_batching():
+    with pytest.raises(energon_rs.ConfigError, match="worker_config"):
+        BlendDataset((_val(4), 1.0), (_val(4, wc=energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=1)), 1.0))
+    with pytest.raises(energon_rs.ConfigError, match="all batch"):
+        ConcatDataset(_val(4), _val(None))

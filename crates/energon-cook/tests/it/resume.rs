@@ -140,3 +140,39 @@ fn restore_keys_of_another_worker_or_form_are_refused() {
     let err = maker.restore_batch(&inner.of_loader(LoaderWrapper::Savable, 1, 0)).unwrap_err();
     assert!(err.to_string().contains("('Webdataset', 3) is not one of a"), "{err}");
 }
+
+#[test]
+fn separately_built_pipelines_blend_and_concatenate_with_loader_keys() {
+    use energon_cook::{Loader, combine_pipelines, key_worker, restore_in};
+    let cfg = WorkerConfig::new(1, 2, 2).unwrap();
+    let child = |batch_size: usize| {
+        LoaderBuilder::new(dataset(), cfg, |raw| Ok(Some(raw.key)))
+            .batch_size(Some(batch_size))
+            .shuffle_buffer_size(16)
+            .batch_worker_pipelines(&Default::default())
+            .unwrap()
+    };
+    for weights in [Some(&[2.0f32, 8.0][..]), None] {
+        let pipelines = combine_pipelines(vec![child(2), child(5)], weights, &cfg).unwrap();
+        let mut loader = Loader::for_workers(pipelines, cfg, 2).unwrap();
+        let items = loader_items(&mut loader, 60);
+        let sizes: Vec<usize> = items.iter().map(|(_, _, _, s)| s.len()).collect();
+        match weights {
+            // Both children are drawn, the second about 4 times as often.
+            Some(_) => {
+                let fives = sizes.iter().filter(|&&n| n == 5).count();
+                assert!((36..=56).contains(&fives), "{sizes:?}");
+            }
+            // The first child's pass comes first: batches of 2 only, this early.
+            None => assert!(sizes.iter().all(|&n| n == 2), "{sizes:?}"),
+        }
+        let mut again = combine_pipelines(vec![child(2), child(5)], weights, &cfg).unwrap();
+        for (worker, index, key, samples) in &items {
+            assert_eq!(key.parts()[1], energon_cook::KeyPart::Index(2 + *worker as u64));
+            assert_eq!(key.parts()[2], energon_cook::KeyPart::Index(*index));
+            let local = key_worker(key, &cfg).unwrap();
+            let item = restore_in(&mut again[local], key).unwrap();
+            assert_eq!((&item.restore_key, &keys(&item)), (key, samples));
+        }
+    }
+}

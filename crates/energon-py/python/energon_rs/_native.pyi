@@ -1,5 +1,5 @@
 # Stubs of the compiled module energon_rs._native (crates/energon-py/src).
-from typing import Any, Iterator, Optional, final
+from typing import Any, Iterator, Optional, Union, final
 
 __version__: str
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "MissingFileError",
     "_Buffer",
     "_DatasetSpec",
+    "_CombinedSpec",
     "_FileStore",
     "_Loader",
     "_Reader",
@@ -137,10 +138,15 @@ class _DatasetSpec:
     def restore_item(self, key: Any) -> Any: ...
 
 @final
+class _CombinedSpec:
+    def __new__(cls, children: list[_DatasetSpec], weights: Optional[list[float]] = None) -> _CombinedSpec: ...
+    def restore_item(self, key: Any) -> Any: ...
+
+@final
 class _Loader:
     def __new__(
         cls,
-        spec: _DatasetSpec,
+        spec: Union[_DatasetSpec, _CombinedSpec],
         *,
         prefetch_factor: int = 2,
         worker: Optional[int] = None,

@@ -11,8 +11,8 @@ A wrapper does not iterate anything itself: it describes its stage, and the resu
 pipeline of the Rust core with the stage in place (a map before batching runs as the sample
 hook, a batcher as the batch hook, a map after batching as the batch encoding). Stages that
 the core's fixed stage order cannot express (a second batching, a map between two stages it
-does not separate) raise `NotImplementedError`, as do the wrappers that would combine several
-complete pipelines (`BlendDataset`, `MixBatchDataset`, `ConcatDataset`).
+does not separate) raise `NotImplementedError`, as does `MixBatchDataset`. `BlendDataset` and
+`ConcatDataset` combine complete pipelines worker by worker in the Rust core.
 """
 
 from __future__ import annotations
@@ -228,17 +228,74 @@ def BatchDataset(  # noqa: N802 (the reference's class name)
 def _needs_core(name: str) -> Any:
     def make(*args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
-            f"{name} of separately built pipelines is not supported by energon_rs yet: "
-            "combine datasets in a metadataset (blend, blend_epochized) instead"
+            f"{name} is not supported by energon_rs yet: blend the datasets (BlendDataset, or "
+            "blend in a metadataset) and batch them in one pipeline instead"
         )
 
     make.__name__ = name
     return type(name, (SavableDataset,), {"__new__": lambda cls, *a, **k: make(*a, **k)})
 
 
-BlendDataset = _needs_core("BlendDataset")
+class _Combined(Dataset):
+    """Datasets built separately (each by `get_train_dataset` or `get_val_dataset`, with its own
+    task encoder and batch size) combined worker by worker in the Rust pipeline."""
+
+    def __init__(self, datasets: list, weights: Optional[list], worker_config: Any) -> None:
+        if not datasets:
+            raise ValueError("combining datasets needs at least one dataset")
+        if any(not isinstance(d, Dataset) or isinstance(d, _Combined) for d in datasets):
+            raise NotImplementedError(
+                "only datasets of get_train_dataset / get_val_dataset can be combined by energon_rs"
+            )
+        wc = datasets[0].worker_config
+        if worker_config is not None and worker_config != wc:
+            raise ValueError("worker_config must equal the datasets'")
+        spec = _native._CombinedSpec([d._spec for d in datasets], weights)
+        super().__init__(spec, wc, {"combined": [d.config() for d in datasets], "weights": weights})
+        self.datasets = datasets
+        self._hooks = datasets[0]._hooks
+
+    def _with(self, **changes: Any) -> "Dataset":
+        raise NotImplementedError("combined datasets cannot be changed by energon_rs yet")
+
+    @property
+    def sample_type(self) -> Optional[str]:
+        types = {d.sample_type for d in self.datasets}
+        return types.pop() if len(types) == 1 else None
+
+    @property
+    def is_metadataset(self) -> bool:
+        return False
+
+    def worker_sample_counts(self) -> list[int]:
+        counts = [d.worker_sample_counts() for d in self.datasets]
+        return [sum(c) for c in zip(*counts)]
+
+    def items_per_pass(self) -> int:
+        return sum(d.items_per_pass() for d in self.datasets)
+
+
+class BlendDataset(_Combined):
+    """Datasets built separately, blended: each item is drawn from a dataset chosen by weight
+    with the worker's blend stream, as the reference's `BlendDataset` (a dataset whose pass ends
+    is left out until every one has ended)."""
+
+    def __init__(self, *dataset_weights: tuple, worker_config: Any = None) -> None:
+        self.dataset_weights = list(dataset_weights)
+        super().__init__(
+            [d for d, _ in dataset_weights], [float(w) for _, w in dataset_weights], worker_config
+        )
+
+
+class ConcatDataset(_Combined):
+    """Datasets built separately, one after the other on each worker (the reference's
+    `ConcatDataset`)."""
+
+    def __init__(self, *datasets: Dataset, worker_config: Any = None) -> None:
+        super().__init__(list(datasets), None, worker_config)
+
+
 MixBatchDataset = _needs_core("MixBatchDataset")
-ConcatDataset = _needs_core("ConcatDataset")
 
 
 def generic_concat(batches: list) -> Any:

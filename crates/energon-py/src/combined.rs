@@ -1,0 +1,137 @@
+//! Datasets built separately and combined as a whole (the reference's `BlendDataset` and
+//! `ConcatDataset` around datasets each made by `get_train_dataset`): every dataset's worker
+//! pipelines, with their own task encoders and batch sizes, blended or concatenated worker by
+//! worker by energon-cook.
+
+use std::sync::Arc;
+
+use energon_cook::{
+    FailureStats, Loader, LoaderConfig, LoaderState, combine_pipelines, key_worker, restore_in,
+};
+use energon_dist::WorkerConfig;
+use pyo3::prelude::*;
+
+use crate::{
+    dataset::{DatasetSpec, Pipelines},
+    errors::{config_error, to_py_err},
+    hooks::Hooks,
+    loader::{LoaderSource, Raw, RustLoader},
+};
+
+/// Datasets combined: blended by weight (`weights` given) or one after the other.
+#[pyclass(name = "_CombinedSpec", module = "energon_rs._native", frozen)]
+pub(crate) struct CombinedSpec {
+    children: Vec<Py<DatasetSpec>>,
+    weights: Option<Vec<f32>>,
+    worker_config: WorkerConfig,
+}
+
+#[pymethods]
+impl CombinedSpec {
+    /// Combines `children` (datasets of one worker configuration, all batched or none):
+    /// blended by `weights` (one per child, positive), or concatenated without weights.
+    #[new]
+    #[pyo3(signature = (children, weights = None))]
+    fn new(children: Vec<Py<DatasetSpec>>, weights: Option<Vec<f32>>) -> PyResult<Self> {
+        let Some(first) = children.first() else {
+            return Err(config_error("combining datasets needs at least one dataset"));
+        };
+        let worker_config = first.get().worker_config();
+        if children.iter().any(|c| c.get().worker_config() != worker_config) {
+            return Err(config_error("the combined datasets must have the same worker_config"));
+        }
+        if children.iter().any(|c| c.get().batches() != first.get().batches()) {
+            return Err(config_error(
+                "the combined datasets must all batch (a batch size) or none of them",
+            ));
+        }
+        if weights.as_ref().is_some_and(|w| w.len() != children.len()) {
+            return Err(config_error("one weight per blended dataset"));
+        }
+        let spec = CombinedSpec { children, weights, worker_config };
+        // The settings are checked now, as for one dataset.
+        spec.pipelines().map_err(|e| to_py_err(&e))?;
+        Ok(spec)
+    }
+
+    /// Makes the item of a loader's restore key again (see `_DatasetSpec.restore_item`).
+    fn restore_item(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        crate::loader::restore_item(py, key, &self.all_hooks(), |key| {
+            let worker = key_worker(key, &self.worker_config)?;
+            Ok(match self.pipelines()? {
+                Pipelines::Samples(mut p) => Raw::Sample(restore_in(&mut p[worker], key)?),
+                Pipelines::Batches(mut p) => Raw::Batch(restore_in(&mut p[worker], key)?),
+            })
+        })
+    }
+}
+
+impl CombinedSpec {
+    /// Every local worker's combined pipeline.
+    fn pipelines(&self) -> energon_cook::Result<Pipelines> {
+        let stats = FailureStats::default();
+        let mut samples = Vec::new();
+        let mut batches = Vec::new();
+        for child in &self.children {
+            match child.get().pipelines(&stats)? {
+                Pipelines::Samples(p) => samples.push(p),
+                Pipelines::Batches(p) => batches.push(p),
+            }
+        }
+        let weights = self.weights.as_deref();
+        Ok(if batches.is_empty() {
+            Pipelines::Samples(combine_pipelines(samples, weights, &self.worker_config)?)
+        } else {
+            Pipelines::Batches(combine_pipelines(batches, weights, &self.worker_config)?)
+        })
+    }
+}
+
+impl LoaderSource for CombinedSpec {
+    fn all_hooks(&self) -> Vec<Arc<Hooks>> {
+        self.children.iter().map(|c| Arc::clone(c.get().hooks())).collect()
+    }
+
+    fn worker_config(&self) -> WorkerConfig {
+        self.worker_config
+    }
+
+    fn start(
+        &self,
+        prefetch_factor: usize,
+        worker: Option<usize>,
+        restore: Option<LoaderState>,
+    ) -> energon_cook::Result<RustLoader> {
+        if restore.is_some() {
+            return Err(energon_cook::Error::InvalidSetting {
+                setting: "restore",
+                value: "a saved state".to_owned(),
+                reason: "restoring combined datasets (BlendDataset, ConcatDataset) is not \
+                         supported yet",
+            });
+        }
+        let cfg = self.worker_config;
+        let one = LoaderConfig { num_workers: 0, prefetch_factor };
+        Ok(match (self.pipelines()?, worker) {
+            (Pipelines::Samples(p), None) => {
+                RustLoader::Samples(Loader::for_workers(p, cfg, prefetch_factor)?)
+            }
+            (Pipelines::Batches(p), None) => {
+                RustLoader::Batches(Loader::for_workers(p, cfg, prefetch_factor)?)
+            }
+            (Pipelines::Samples(mut p), Some(w)) if w < p.len() => {
+                RustLoader::Samples(Loader::new(vec![p.swap_remove(w)], one)?)
+            }
+            (Pipelines::Batches(mut p), Some(w)) if w < p.len() => {
+                RustLoader::Batches(Loader::new(vec![p.swap_remove(w)], one)?)
+            }
+            (_, Some(w)) => {
+                return Err(energon_cook::Error::InvalidSetting {
+                    setting: "worker",
+                    value: w.to_string(),
+                    reason: "must be below the number of workers (max(1, num_workers))",
+                });
+            }
+        })
+    }
+}
