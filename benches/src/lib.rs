@@ -1,7 +1,9 @@
 //! Whole-pipeline benchmarks for energon-rs, and the measuring helpers they share.
 
-use std::{fs, path::Path};
+use std::{fs, path::Path, time::Instant};
 
+use energon_cook::LoaderBuilder;
+use energon_reader::RawSample;
 use energon_tests::WdsSpec;
 
 /// Peak resident set size of this process in MiB (`VmHWM`), if the platform reports it.
@@ -32,4 +34,40 @@ pub fn ensure_dataset(dir: &Path, spec: &WdsSpec) -> anyhow::Result<()> {
     energon_tests::write_wds(dir, spec)?;
     fs::write(marker, want)?;
     Ok(())
+}
+
+/// A byte of every page of a raw sample's parts, summed: what a benchmark does with a sample so
+/// that its data is really read.
+pub fn touch_pages(raw: &RawSample) -> u64 {
+    raw.parts.iter().flat_map(|p| p.data.iter().step_by(4096)).map(|&b| u64::from(b)).sum()
+}
+
+/// Loads `samples` samples from `builder` in batches of `batch_size`; returns the steady
+/// samples/s (after the first batch) and the seconds to the first batch.
+pub fn steady_rate<T: Send + 'static>(
+    builder: LoaderBuilder<T>,
+    batch_size: usize,
+    shuffle_buffer_size: usize,
+    samples: u64,
+) -> anyhow::Result<(f64, f64)> {
+    let start = Instant::now();
+    let loader = builder
+        .batch_size(Some(batch_size))
+        .shuffle_buffer_size(shuffle_buffer_size)
+        .build_batches()?;
+    let mut n = 0u64;
+    let mut first = None;
+    for batch in loader {
+        n += batch?.value.value.len() as u64;
+        if first.is_none() {
+            first = Some((Instant::now(), n));
+        }
+        if n >= samples {
+            break;
+        }
+    }
+    let end = Instant::now();
+    let (first_at, first_n) = first.unwrap_or((end, 0));
+    let steady = (n - first_n) as f64 / end.duration_since(first_at).as_secs_f64().max(1e-9);
+    Ok((steady, first_at.duration_since(start).as_secs_f64()))
 }

@@ -1,7 +1,7 @@
 //! `bench-loader`: whole-loader throughput (samples/s) and peak memory on a generated dataset,
 //! raw and with image decoding, without and with worker threads.
 
-use std::{path::PathBuf, sync::Arc, time::Instant};
+use std::{path::PathBuf, sync::Arc};
 
 use clap::Parser;
 use energon_cook::LoaderBuilder;
@@ -80,7 +80,12 @@ fn main() -> anyhow::Result<()> {
                 LoaderBuilder::new(dataset, WorkerConfig::new(0, 1, num_workers)?, move |raw| {
                     Ok(Some(reader.build(&raw)?))
                 });
-            run(&args, builder)?
+            energon_bench::steady_rate(
+                builder,
+                args.batch_size,
+                args.shuffle_buffer_size,
+                args.samples,
+            )?
         } else {
             let dataset = Arc::new(Dataset::open(
                 &args.dir,
@@ -88,16 +93,14 @@ fn main() -> anyhow::Result<()> {
             )?);
             let builder =
                 LoaderBuilder::new(dataset, WorkerConfig::new(0, 1, num_workers)?, |raw| {
-                    // Touch every page, so the data is really read.
-                    let sum = raw
-                        .parts
-                        .iter()
-                        .flat_map(|p| p.data.iter().step_by(4096))
-                        .map(|&b| u64::from(b))
-                        .sum::<u64>();
-                    Ok(Some(sum))
+                    Ok(Some(energon_bench::touch_pages(&raw)))
                 });
-            run(&args, builder)?
+            energon_bench::steady_rate(
+                builder,
+                args.batch_size,
+                args.shuffle_buffer_size,
+                args.samples,
+            )?
         };
         let peak = if reset { energon_bench::peak_rss_mb() } else { None };
         let mode = if decode { args.image_decode.as_str() } else { "raw" };
@@ -119,30 +122,4 @@ fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Loads `args.samples` samples in batches; returns the steady samples/s (after the first batch)
-/// and the time to the first batch.
-fn run<T: Send + 'static>(args: &Args, builder: LoaderBuilder<T>) -> anyhow::Result<(f64, f64)> {
-    let start = Instant::now();
-    let loader = builder
-        .batch_size(Some(args.batch_size))
-        .shuffle_buffer_size(args.shuffle_buffer_size)
-        .build_batches()?;
-    let mut n = 0u64;
-    let mut first = None;
-    for batch in loader {
-        let batch = batch?;
-        n += batch.value.value.len() as u64;
-        if first.is_none() {
-            first = Some((Instant::now(), n));
-        }
-        if n >= args.samples {
-            break;
-        }
-    }
-    let end = Instant::now();
-    let (first_at, first_n) = first.unwrap_or((end, 0));
-    let steady = (n - first_n) as f64 / end.duration_since(first_at).as_secs_f64().max(1e-9);
-    Ok((steady, first_at.duration_since(start).as_secs_f64()))
 }

@@ -1,0 +1,193 @@
+//! `bench-remote`: whole-loader throughput (samples/s) and peak memory of a dataset read from a
+//! local S3-compatible server (moto) against the same dataset on local disk, with a per-request
+//! latency added by a proxy, for several numbers of requests in flight.
+//!
+//! Each configuration runs in a child process of its own (the storage options are fixed at a
+//! process's first request, and peak memory is then per configuration).
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    sync::{Arc, atomic::Ordering},
+};
+
+use clap::Parser;
+use energon_cook::LoaderBuilder;
+use energon_dist::WorkerConfig;
+use energon_index::{
+    INFO_JSON, NV_META,
+    prepare::{PrepareOptions, prepare_dataset},
+};
+use energon_reader::{Dataset, OpenOptions};
+use energon_tests::{
+    WdsSpec,
+    s3::{Proxy, S3Server},
+};
+use serde_json::Value;
+
+/// Load a generated, prepared dataset (JPEG + txt + json per sample) from local disk and from a
+/// local S3 server behind a latency-adding proxy; report samples/s and peak memory.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Where the dataset is generated and prepared (reused when it already matches).
+    #[arg(long, default_value = "/tmp/energon-bench-remote")]
+    dir: PathBuf,
+    /// Samples in the dataset.
+    #[arg(long, default_value_t = 20_000)]
+    dataset_samples: usize,
+    /// Number of shards.
+    #[arg(long, default_value_t = 40)]
+    shards: usize,
+    /// Side of the generated JPEG images (96 gives samples of about 10 KB).
+    #[arg(long, default_value_t = 96)]
+    img: u32,
+    /// Samples loaded per configuration.
+    #[arg(long, default_value_t = 20_000)]
+    samples: u64,
+    /// Batch size.
+    #[arg(long, default_value_t = 32)]
+    batch_size: usize,
+    /// Loader worker threads.
+    #[arg(long, default_value_t = 2)]
+    num_workers: usize,
+    /// Added latency per request, in milliseconds.
+    #[arg(long, default_value_t = 20)]
+    latency_ms: u64,
+    /// Requests in flight per loader thread to measure (`ENERGON_STORAGE_IN_FLIGHT`).
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+    in_flight: Vec<usize>,
+    /// Print one JSON line per configuration.
+    #[arg(long)]
+    json: bool,
+    /// Run one configuration on this path and print its result as JSON (used by the parent).
+    #[arg(long, hide = true)]
+    child: Option<PathBuf>,
+}
+
+#[allow(clippy::print_stdout)]
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    if let Some(path) = &args.child {
+        let reset = energon_bench::reset_peak_rss();
+        let (rate, first_s) = load(&args, path)?;
+        let peak = if reset { energon_bench::peak_rss_mb() } else { None };
+        println!(
+            "{}",
+            serde_json::json!({"samples_per_s": rate, "first_batch_s": first_s, "peak_rss_mb": peak})
+        );
+        return Ok(());
+    }
+    let spec = WdsSpec {
+        shards: args.shards,
+        per_shard: args.dataset_samples / args.shards,
+        img: args.img,
+        ..WdsSpec::default()
+    };
+    energon_bench::ensure_dataset(&args.dir, &spec)?;
+    if !args.dir.join(NV_META).join(INFO_JSON).is_file() {
+        prepare_dataset(&args.dir, &PrepareOptions::default(), &|_| {})?;
+    }
+    let bytes = shard_bytes(&args.dir.join(&spec.subdir))?;
+    println!(
+        "dataset: {} samples in {} shards, {:.1} KB per sample",
+        spec.per_shard * spec.shards,
+        spec.shards,
+        bytes as f64 / (spec.per_shard * spec.shards) as f64 / 1000.0
+    );
+    let server = S3Server::start();
+    server.create_bucket("bench");
+    server.upload_dir(&args.dir, "bench", "ds");
+    let proxy = Proxy::start(server.port());
+    proxy.control.latency_us.store(args.latency_ms * 1000, Ordering::SeqCst);
+    let cache = tempfile::tempdir()?;
+    let url = PathBuf::from("s3://bench/ds");
+
+    let mut configs = vec![("local disk".to_owned(), args.dir.clone(), None, 8)];
+    configs.push(("S3, no added latency".to_owned(), url.clone(), Some(server.endpoint()), 8));
+    for &n in &args.in_flight {
+        let name = format!("S3 + {} ms", args.latency_ms);
+        configs.push((name, url.clone(), Some(proxy.endpoint()), n));
+    }
+    let mut local_rate = None;
+    for (name, path, endpoint, in_flight) in configs {
+        let before = proxy.control.requests.load(Ordering::SeqCst);
+        let result = child(&args, &path, endpoint.as_deref(), in_flight, cache.path())?;
+        let rate = result["samples_per_s"].as_f64().unwrap_or(0.0);
+        let peak = result["peak_rss_mb"].as_f64();
+        let requests = proxy.control.requests.load(Ordering::SeqCst) - before;
+        let local = *local_rate.get_or_insert(rate);
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "config": name, "in_flight": in_flight, "latency_ms": args.latency_ms,
+                    "num_workers": args.num_workers, "samples": args.samples,
+                    "samples_per_s": rate, "of_local": rate / local,
+                    "first_batch_s": result["first_batch_s"], "peak_rss_mb": peak,
+                    "proxied_requests": requests,
+                })
+            );
+        } else {
+            println!(
+                "{name:>22}, {in_flight:>2} in flight, {} workers: {rate:>8.0} samples/s ({:>3.0}% of local), first batch {:.3} s, peak RSS {}",
+                args.num_workers,
+                100.0 * rate / local,
+                result["first_batch_s"].as_f64().unwrap_or(0.0),
+                peak.map_or("n/a".to_owned(), |p| format!("{p:.1} MiB"))
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The total size of the shards in `dir`.
+fn shard_bytes(dir: &Path) -> anyhow::Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        total += entry?.metadata()?.len();
+    }
+    Ok(total)
+}
+
+/// Runs one configuration in a child process; returns its JSON result.
+fn child(
+    args: &Args,
+    path: &Path,
+    endpoint: Option<&str>,
+    in_flight: usize,
+    cache: &Path,
+) -> anyhow::Result<Value> {
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.arg("--child")
+        .arg(path)
+        .args(["--samples", &args.samples.to_string()])
+        .args(["--batch-size", &args.batch_size.to_string()])
+        .args(["--num-workers", &args.num_workers.to_string()])
+        .env("ENERGON_STORAGE_IN_FLIGHT", in_flight.to_string())
+        .env("ENERGON_STORAGE_CACHE_DIR", cache);
+    if let Some(endpoint) = endpoint {
+        for (k, v) in S3Server::client_env(endpoint) {
+            cmd.env(k, v);
+        }
+    }
+    let out = cmd.output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "configuration {} failed: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// Loads `args.samples` raw samples from `path`; returns the steady samples/s and the seconds to
+/// the first batch.
+fn load(args: &Args, path: &Path) -> anyhow::Result<(f64, f64)> {
+    let max_open_shards = 16 * args.num_workers.max(1);
+    let dataset =
+        Arc::new(Dataset::open(path, &OpenOptions { max_open_shards, ..OpenOptions::default() })?);
+    let builder = LoaderBuilder::new(dataset, WorkerConfig::new(0, 1, args.num_workers)?, |raw| {
+        Ok(Some(energon_bench::touch_pages(&raw)))
+    });
+    energon_bench::steady_rate(builder, args.batch_size, 0, args.samples)
+}
