@@ -14,6 +14,19 @@ pub fn peak_rss_mb() -> Option<f64> {
     Some(kib / 1024.0)
 }
 
+/// CPU time (user plus system, all threads) this process used so far, in seconds, from
+/// `/proc/self/stat` (Linux clock ticks of 1/100 s); on a busy machine a fairer measure of the
+/// work done than wall time.
+pub fn cpu_seconds() -> Option<f64> {
+    let stat = fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) start at the state, field 3.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
 /// Resets the peak resident set size, so that a following [`peak_rss_mb`] measures only what comes
 /// after (Linux `clear_refs`); returns whether it worked.
 pub fn reset_peak_rss() -> bool {

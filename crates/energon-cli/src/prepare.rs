@@ -57,6 +57,15 @@ pub(crate) struct PrepareArgs {
     /// are uploaded [default: the system's temporary folder].
     #[arg(long = "tmp-path", value_name = "DIR")]
     tmp_path: Option<std::path::PathBuf>,
+    /// Write only what loading needs (.tar.idx, .info.json, split.yaml) and an index.sqlite
+    /// without the per-sample tables: lookups by key, mount, aux file stores, joins and media
+    /// metadata need them; `--sample-tables-only` adds them later. Duplicate keys are not checked.
+    #[arg(long = "no-sample-tables")]
+    no_sample_tables: bool,
+    /// Only build the per-sample tables of index.sqlite (and a new index.uuid) of an already
+    /// prepared dataset, from its shards, checked against their .tar.idx; nothing else changes.
+    #[arg(long = "sample-tables-only")]
+    sample_tables_only: bool,
     /// Never ask: fail when a needed choice is not given by flags.
     #[arg(long = "non-interactive")]
     non_interactive: bool,
@@ -89,6 +98,7 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
         if args.tar_index_only {
             bail!("--media-metadata-by-... cannot be combined with --tar-index-only");
         }
+
         if matches!(kind, DatasetKind::Jsonl | DatasetKind::Metadataset) {
             bail!(
                 "{} is not a WebDataset folder; media metadata is computed for WebDatasets \
@@ -123,7 +133,8 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
         DatasetKind::WebDataset | DatasetKind::Folder => {}
     }
     let interactive = !args.non_interactive && prompt::interactive();
-    if !args.tar_index_only && prepare::is_prepared(&path) && !args.force_overwrite {
+    let from_info = args.tar_index_only || args.sample_tables_only;
+    if !from_info && prepare::is_prepared(&path) && !args.force_overwrite {
         if args.non_interactive {
             bail!(
                 "{} is already prepared; pass --force-overwrite to prepare it again",
@@ -151,7 +162,9 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
         .tar_index_only(args.tar_index_only)
         .shuffle_tars(args.shuffle_tars)
         .fix_duplicates(args.fix_duplicates)
-        .tmp_path(args.tmp_path.clone());
+        .tmp_path(args.tmp_path.clone())
+        .sample_tables(!args.no_sample_tables)
+        .sample_tables_only(args.sample_tables_only);
     let show_progress = !args.no_progress;
     let bar = Mutex::new(None::<ProgressBar>);
     let samples_done = AtomicU64::new(0);
@@ -233,7 +246,7 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
         )?;
         prepare_media::report(&media);
     }
-    if !args.tar_index_only {
+    if !from_info {
         write_dataset_yaml(&args, &path, &summary.part_names, interactive)?;
     }
     // The last line of a successful prepare, as the reference prints it.
@@ -255,7 +268,7 @@ fn split_choice(args: &PrepareArgs, interactive: bool) -> anyhow::Result<SplitCh
     if let Some(ratio) = &args.split_ratio {
         return Ok(SplitChoice::Ratio(discover::parse_split_ratio(ratio)?));
     }
-    if args.tar_index_only {
+    if args.tar_index_only || args.sample_tables_only {
         return Ok(SplitChoice::Ratio([1.0, 0.0, 0.0]));
     }
     if !interactive {

@@ -201,6 +201,18 @@ pub enum Error {
         /// What does not match, with both numbers.
         reason: String,
     },
+    /// The dataset was prepared without the per-sample tables of `index.sqlite`
+    /// (`energon prepare --no-sample-tables`), and something needs them: lookups by key, `mount`,
+    /// aux file stores, joins, media metadata of a WebDataset.
+    #[error(
+        "{path} has no samples tables (the dataset was prepared with `energon prepare --no-sample-tables`, which writes only what loading needs); lookups by key, mount, aux file stores, joins and media metadata need them: add them with `energon prepare --sample-tables-only {dataset}`"
+    )]
+    NoSampleTables {
+        /// The `index.sqlite` file.
+        path: PathBuf,
+        /// The dataset folder.
+        dataset: String,
+    },
     /// The index was written by a version of Energon that this crate does not read.
     #[error("{path}: unsupported index format ({found}); {advice}")]
     Incompatible {

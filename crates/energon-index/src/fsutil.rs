@@ -30,7 +30,7 @@ pub use lock::PrepareLock;
 #[cfg(all(test, feature = "prepare"))]
 pub(crate) use staged::process_tmp_path;
 #[cfg(feature = "prepare")]
-pub(crate) use staged::{Staged, remove_stale_tmp_files, write_synced};
+pub(crate) use staged::{Staged, remove_stale_tmp_files, write_synced, write_unsynced};
 
 /// The temporary name used while writing `path`: `path` with `.tmp` appended
 /// (`x.tar.idx` → `x.tar.idx.tmp`, as megatron-energon names it).

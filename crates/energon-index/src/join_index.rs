@@ -339,6 +339,10 @@ pub fn build_join_index(inputs: &[JoinInput], out: &Path) -> Result<JoinSummary>
     if primary.nonmatch != Nonmatch::Error {
         return Err(fail("the primary dataset of a join must have nonmatch: error".to_owned()));
     }
+    for input in inputs {
+        // A dataset prepared with `--no-sample-tables` says how to add them.
+        crate::sqlite::SqliteIndex::open(&input.db_path)?.require_samples()?;
+    }
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_URI
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;

@@ -65,6 +65,16 @@ pub struct PrepareOptions {
     /// shard into a folder named after its shard, in place (see [`crate::tar_patch`]), and
     /// index again.
     pub fix_duplicates: bool,
+    /// `false` for `--no-sample-tables`: write only what loading needs (the `.tar.idx` files,
+    /// `.info.json`, the split file) and an `index.sqlite` without the per-sample tables
+    /// (`samples`, `sample_parts`; media tables are kept). Lookups by key, `mount`, aux file
+    /// stores, joins and media metadata then fail with [`Error::NoSampleTables`] until
+    /// `sample_tables_only` adds the tables.
+    pub sample_tables: bool,
+    /// `--sample-tables-only`: for an already prepared dataset, build only `index.sqlite` (and a
+    /// new `index.uuid`) from the shards listed in `.info.json`, checking every shard against its
+    /// `.tar.idx`; nothing else is written. Gives the rows a full prepare writes.
+    pub sample_tables_only: bool,
     /// `--tmp-path`: the local folder where the index files of a dataset in an object store are
     /// written before they are uploaded (default: the system's temporary folder).
     pub tmp_path: Option<PathBuf>,
@@ -80,6 +90,8 @@ impl Default for PrepareOptions {
             shuffle_tars: false,
             split_config: SPLIT_YAML.to_owned(),
             fix_duplicates: false,
+            sample_tables: true,
+            sample_tables_only: false,
             tmp_path: None,
         }
     }
@@ -132,6 +144,19 @@ impl PrepareOptions {
     /// Renames the members of every shard in place when sample keys repeat across shards.
     pub fn fix_duplicates(mut self, fix_duplicates: bool) -> Self {
         self.fix_duplicates = fix_duplicates;
+        self
+    }
+
+    /// Whether `index.sqlite` gets the per-sample tables (default `true`; `false` is
+    /// `--no-sample-tables`).
+    pub fn sample_tables(mut self, sample_tables: bool) -> Self {
+        self.sample_tables = sample_tables;
+        self
+    }
+
+    /// Only build the per-sample tables of an already prepared dataset (`--sample-tables-only`).
+    pub fn sample_tables_only(mut self, sample_tables_only: bool) -> Self {
+        self.sample_tables_only = sample_tables_only;
         self
     }
 }
@@ -215,21 +240,25 @@ pub fn prepare_dataset(
         });
     }
     let meta_dir = root.join(NV_META);
-    if options.tar_index_only && !is_prepared(root) {
+    check_options(options)?;
+    // Both take the shards of the existing info file.
+    let from_info = options.tar_index_only || options.sample_tables_only;
+    if from_info && !is_prepared(root) {
+        let flag = if options.tar_index_only { "--tar-index-only" } else { "--sample-tables-only" };
         return Err(Error::NotADataset {
             path: root.to_owned(),
-            reason: "--tar-index-only needs an existing .nv-meta/.info.json".into(),
+            reason: format!("{flag} needs an existing .nv-meta/.info.json"),
         });
     }
     let mut shards = Vec::new();
-    if !options.tar_index_only {
+    if !from_info {
         shards = discover::discover_shards(root)?;
         if let Some(pattern) = &options.exclude {
             shards = discover::apply_exclude(&shards, pattern)?;
         }
         check_not_empty(root, &shards)?;
     }
-    let split_parts = if options.tar_index_only {
+    let split_parts = if from_info {
         Vec::new()
     } else {
         match &options.split {
@@ -249,10 +278,12 @@ pub fn prepare_dataset(
         fs::create_dir_all(&meta_dir).map_err(|e| Error::io("cannot create", &meta_dir, e))?;
         Some(fsutil::PrepareLock::acquire(root, &meta_dir)?)
     };
-    if options.tar_index_only {
+    let mut old_counts = None;
+    if from_info {
         let old = info::read_dataset_info(root)?;
         shards = old.shard_counts.iter().map(|(name, _)| name.clone()).collect();
         check_not_empty(root, &shards)?;
+        old_counts = Some(old.shard_counts.into_iter().map(|(_, n)| n).collect::<Vec<_>>());
     }
     let paths: Vec<PathBuf> = shards.iter().map(|s| root.join(s)).collect();
     if !remote {
@@ -265,14 +296,27 @@ pub fn prepare_dataset(
     // cross-check `.info.json` with each `.tar.idx` (sample counts) and each shard (size), and
     // `index.sqlite` rows with the shards' headers, so a set cut short is reported, not mixed.
     let mut staged = fsutil::Staged::new(options.tmp_path.as_deref());
-    let idx_tmps: Vec<PathBuf> =
-        paths.iter().map(|p| staged.add(&tar_idx::tar_idx_path(p))).collect();
+    let idx_files = if options.sample_tables_only {
+        // Only read, to check that every shard still matches its index.
+        IdxFiles::Check(paths.iter().map(|p| tar_idx::tar_idx_path(p)).collect())
+    } else {
+        // Synced all together by the commit.
+        let tmps = paths.iter().map(|p| staged.add_unsynced(&tar_idx::tar_idx_path(p)));
+        IdxFiles::Write(tmps.collect())
+    };
     staged.barrier();
     let db_path = meta_dir.join(INDEX_SQLITE);
     let db_tmp = staged.add(&db_path);
-    let index = || {
-        index_shards(&db_path, &db_tmp, &shards, &paths, &idx_tmps, options.num_workers, progress)
+    let job = IndexJob {
+        db_path: &db_path,
+        db_tmp: &db_tmp,
+        shards: &shards,
+        paths: &paths,
+        idx_files: &idx_files,
+        num_workers: options.num_workers,
+        sample_tables: options.sample_tables,
     };
+    let index = || index_shards(&job, progress);
     let mut fixed_duplicates = None;
     let scanned = match index() {
         Err(Error::DuplicateKey { key, first, second }) if options.fix_duplicates && !remote => {
@@ -285,9 +329,18 @@ pub fn prepare_dataset(
         res => res?,
     };
 
+    if let Some(old_counts) = &old_counts
+        && options.sample_tables_only
+    {
+        check_counts(root, &shards, old_counts, &scanned.shard_counts)?;
+    }
     let uuid_tmp = staged.add(&meta_dir.join(crate::INDEX_UUID));
     fsutil::write_synced(&uuid_tmp, sqlite::new_index_uuid().as_bytes(), None)?;
-    if !options.tar_index_only {
+    if options.sample_tables_only {
+        staged.commit()?;
+        return Ok(summary(shards, scanned, split_parts, None));
+    }
+    if !from_info {
         let config = split::SplitConfig {
             split_parts: split_parts
                 .iter()
@@ -314,14 +367,53 @@ pub fn prepare_dataset(
     let info_tmp = staged.add(&meta_dir.join(INFO_JSON));
     fsutil::write_synced(&info_tmp, info::info_json_bytes(&new_info).as_bytes(), None)?;
     staged.commit()?;
-    Ok(PrepareSummary {
+    Ok(summary(shards, scanned, split_parts, fixed_duplicates))
+}
+
+fn summary(
+    shards: Vec<String>,
+    scanned: Scanned,
+    split_parts: Vec<(String, Vec<String>)>,
+    fixed_duplicates: Option<FixedDuplicates>,
+) -> PrepareSummary {
+    PrepareSummary {
         shards,
         shard_counts: scanned.shard_counts,
         split_parts,
         part_names: scanned.part_names,
         first_keys: scanned.first_keys,
         fixed_duplicates,
-    })
+    }
+}
+
+/// Rejects combinations of options that contradict each other.
+fn check_options(options: &PrepareOptions) -> Result<()> {
+    let conflict = if options.sample_tables_only && options.tar_index_only {
+        Some("--sample-tables-only cannot be combined with --tar-index-only")
+    } else if options.sample_tables_only && !options.sample_tables {
+        Some("--sample-tables-only cannot be combined with --no-sample-tables")
+    } else if options.sample_tables_only && options.fix_duplicates {
+        Some(
+            "--sample-tables-only cannot be combined with --fix-duplicates (which rewrites the shards and their .tar.idx files)",
+        )
+    } else {
+        None
+    };
+    conflict.map_or(Ok(()), |reason| Err(Error::Config(reason.to_owned())))
+}
+
+/// With `--sample-tables-only`: every shard still holds the samples `.info.json` gives it.
+fn check_counts(root: &Path, shards: &[String], old: &[u64], new: &[u64]) -> Result<()> {
+    for ((shard, &old), &new) in shards.iter().zip(old).zip(new) {
+        if old != new {
+            return Err(Error::Inconsistent {
+                first: root.join(NV_META).join(INFO_JSON),
+                second: root.join(shard),
+                reason: format!(".info.json gives the shard {old} samples, it holds {new}"),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Moves the members of every shard into a folder named after the shard, once every shard was
@@ -373,15 +465,25 @@ struct Scanned {
     first_keys: Vec<String>,
 }
 
-fn index_shards(
-    db_path: &Path,
-    db_tmp: &Path,
-    shards: &[String],
-    paths: &[PathBuf],
-    idx_tmps: &[PathBuf],
+/// The `.tar.idx` files of an indexing pass: written (their temporary names), or only checked.
+enum IdxFiles {
+    Write(Vec<PathBuf>),
+    Check(Vec<PathBuf>),
+}
+
+/// What [`index_shards`] works on.
+struct IndexJob<'a> {
+    db_path: &'a Path,
+    db_tmp: &'a Path,
+    shards: &'a [String],
+    paths: &'a [PathBuf],
+    idx_files: &'a IdxFiles,
     num_workers: usize,
-    progress: &(dyn Fn(Progress) + Sync),
-) -> Result<Scanned> {
+    sample_tables: bool,
+}
+
+fn index_shards(job: &IndexJob<'_>, progress: &(dyn Fn(Progress) + Sync)) -> Result<Scanned> {
+    let IndexJob { db_path, db_tmp, shards, paths, .. } = *job;
     let mut shard_bytes = Vec::with_capacity(paths.len());
     for path in paths {
         if storage::is_remote(path) {
@@ -398,19 +500,25 @@ fn index_shards(
     progress(Progress::Start { n_shards: paths.len(), n_bytes: shard_bytes.iter().sum() });
 
     let _ = fs::remove_file(db_tmp);
-    let mut writer = sqlite::SqliteIndexWriter::create(db_tmp)?;
+    let mut writer = if job.sample_tables {
+        sqlite::SqliteIndexWriter::create(db_tmp)?
+    } else {
+        sqlite::SqliteIndexWriter::create_without_sample_tables(db_tmp)?
+    };
     if storage::is_file(db_path) {
         let local =
             storage::local_file(db_path).map_err(|e| Error::io("cannot read", db_path, e))?;
         writer.copy_media_tables_from(&local)?;
     }
-    let n_workers = num_workers.clamp(1, paths.len());
+    let n_workers = job.num_workers.clamp(1, paths.len());
     let mut scanned = Scanned { shard_counts: vec![0; paths.len()], ..Scanned::default() };
     // Workers take shards in order from a shared counter and stream their scans to this thread,
-    // the single SQLite writer; the bounded channel keeps memory flat.
+    // the single SQLite writer; the bounded channel keeps memory flat. The writer adds the
+    // shards in shard order (holding back the few that arrive early), so that every index of
+    // the tables grows at its end and the row order does not depend on thread timing.
     let next_shard = AtomicUsize::new(0);
     let cancelled = AtomicBool::new(false);
-    let (tx, rx) = mpsc::sync_channel::<(usize, ShardScan)>(2 * n_workers);
+    let (tx, rx) = mpsc::sync_channel::<(usize, ScannedShard)>(2 * n_workers);
     std::thread::scope(|scope| -> Result<()> {
         let mut workers = Vec::with_capacity(n_workers);
         for _ in 0..n_workers {
@@ -422,8 +530,7 @@ fn index_shards(
                     if i >= paths.len() || cancelled.load(Ordering::Relaxed) {
                         return Ok(());
                     }
-                    let res = scan_one(&paths[i], &idx_tmps[i]);
-                    let scan = match res {
+                    let scan = match scan_one(&paths[i], job.idx_files, i, job.sample_tables) {
                         Ok(scan) => scan,
                         Err(err) => {
                             cancelled.store(true, Ordering::Relaxed);
@@ -439,16 +546,19 @@ fn index_shards(
         }
         drop(tx);
         let mut write_res = Ok(());
-        for (i, scan) in rx.iter() {
-            write_res = record_shard(&mut writer, &mut scanned, i, shards, &scan);
-            if write_res.is_err() {
-                cancelled.store(true, Ordering::Relaxed);
-                break;
+        let mut early = std::collections::BTreeMap::new();
+        let mut next_write = 0;
+        'recv: for (i, scan) in rx.iter() {
+            progress(Progress::Shard { n_samples: scan.n_samples, n_bytes: shard_bytes[i] });
+            early.insert(i, scan);
+            while let Some(scan) = early.remove(&next_write) {
+                write_res = record_shard(&mut writer, &mut scanned, next_write, shards, &scan);
+                if write_res.is_err() {
+                    cancelled.store(true, Ordering::Relaxed);
+                    break 'recv;
+                }
+                next_write += 1;
             }
-            progress(Progress::Shard {
-                n_samples: scan.samples.len() as u64,
-                n_bytes: shard_bytes[i],
-            });
         }
         drop(rx);
         // Of several failing shards, report the first in shard order.
@@ -471,40 +581,100 @@ fn index_shards(
     Ok(scanned)
 }
 
+/// What a worker sends for one shard.
+struct ScannedShard {
+    /// The scan; without sample tables, only its first samples.
+    scan: ShardScan,
+    n_samples: u64,
+    /// Up to [`MAX_PART_NAMES`] distinct part names of the shard, in order of first appearance.
+    part_names: Vec<String>,
+}
+
+/// How many distinct part names the summary lists.
+const MAX_PART_NAMES: usize = 50;
+
 fn record_shard(
     writer: &mut sqlite::SqliteIndexWriter,
     scanned: &mut Scanned,
     i: usize,
     shards: &[String],
-    scan: &ShardScan,
+    shard: &ScannedShard,
 ) -> Result<()> {
-    writer.add_shard(i as u64, &shards[i], scan)?;
-    scanned.shard_counts[i] = scan.samples.len() as u64;
-    if i == 0 {
-        scanned.first_keys = scan.samples.iter().take(2).map(|s| s.key.clone()).collect();
+    if writer.has_sample_tables() {
+        writer.add_shard(i as u64, &shards[i], &shard.scan)?;
     }
-    if scanned.part_names.len() < 50 {
-        for part in scan.samples.iter().flat_map(|s| &s.parts) {
-            if scanned.part_names.len() >= 50 {
-                break;
-            }
-            if !scanned.part_names.contains(&part.name) {
-                scanned.part_names.push(part.name.clone());
-            }
+    scanned.shard_counts[i] = shard.n_samples;
+    if i == 0 {
+        scanned.first_keys = shard.scan.samples.iter().take(2).map(|s| s.key.clone()).collect();
+    }
+    // Shards come in order, so this keeps the order of first appearance over the dataset.
+    for name in &shard.part_names {
+        if scanned.part_names.len() >= MAX_PART_NAMES {
+            break;
+        }
+        if !scanned.part_names.contains(name) {
+            scanned.part_names.push(name.clone());
         }
     }
     Ok(())
 }
 
-fn scan_one(path: &Path, idx_tmp: &Path) -> Result<ShardScan> {
+/// Scans shard `i` and writes its `.tar.idx` (or checks it against the existing one). Without
+/// sample tables, only the first samples' keys and the part names of a shard are kept.
+fn scan_one(
+    path: &Path,
+    idx_files: &IdxFiles,
+    i: usize,
+    sample_tables: bool,
+) -> Result<ScannedShard> {
     // `scan_shard` reports a shard without samples as `EmptyShard`.
-    let scan = tar_scan::scan_shard(path)?;
+    let mut scan = tar_scan::scan_shard(path)?;
     let offsets = scan.offsets();
-    tar_idx::check_offsets(idx_tmp, &offsets, tar_idx::Check::Write)?;
-    fsutil::write_synced(idx_tmp, &tar_idx::encode_offsets(&offsets), fsutil::mode_like(path))?;
-    Ok(scan)
+    match idx_files {
+        IdxFiles::Write(tmps) => {
+            let idx_tmp = &tmps[i];
+            tar_idx::check_offsets(idx_tmp, &offsets, tar_idx::Check::Write)?;
+            fsutil::write_unsynced(
+                idx_tmp,
+                &tar_idx::encode_offsets(&offsets),
+                fsutil::mode_like(path),
+            )?;
+        }
+        IdxFiles::Check(idx_paths) => check_idx(path, &idx_paths[i], &offsets)?,
+    }
+    let mut part_names: Vec<String> = Vec::new();
+    for part in scan.samples.iter().flat_map(|s| &s.parts) {
+        if part_names.len() >= MAX_PART_NAMES {
+            break;
+        }
+        if !part_names.contains(&part.name) {
+            part_names.push(part.name.clone());
+        }
+    }
+    let n_samples = scan.samples.len() as u64;
+    if !sample_tables {
+        // Only the first keys of the first shard are reported.
+        scan.samples.truncate(2);
+    }
+    Ok(ScannedShard { scan, n_samples, part_names })
 }
 
+/// With `--sample-tables-only`: the shard must still have the sample offsets of its `.tar.idx`.
+fn check_idx(shard: &Path, idx_path: &Path, offsets: &[u64]) -> Result<()> {
+    let idx = tar_idx::TarIndex::open(idx_path)?;
+    if idx.offsets() == offsets {
+        return Ok(());
+    }
+    let reason = match idx.offsets().iter().zip(offsets).position(|(a, b)| a != b) {
+        Some(j) => format!(
+            "sample {j} starts at byte {} in the index but at byte {} in the shard",
+            idx.offsets()[j],
+            offsets[j]
+        ),
+        None => format!("the index has {} samples, the shard {}", idx.len(), offsets.len() - 1),
+    };
+    Err(Error::Inconsistent { first: idx_path.to_owned(), second: shard.to_owned(), reason })
+}
 /// Prepares a JSONL dataset: writes `<file>.jsonl.idx` and returns the number of records.
 pub fn prepare_jsonl(path: &Path) -> Result<u64> {
     let offsets = jsonl_idx::build_jsonl_offsets(path)?;

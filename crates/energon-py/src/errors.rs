@@ -249,7 +249,7 @@ fn index_kind(err: &energon_index::Error) -> Kind {
     match err {
         E::Io { source, .. } => io_kind(source),
         E::NotADataset { path, .. } if !path.exists() => Kind::MissingFile,
-        E::Incompatible { .. } => Kind::Incompatible,
+        E::Incompatible { .. } | E::NoSampleTables { .. } => Kind::Incompatible,
         E::CorruptTar { .. }
         | E::CorruptIndex { .. }
         | E::BadJsonl { .. }

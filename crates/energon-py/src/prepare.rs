@@ -16,14 +16,16 @@ use crate::errors::{config_error, to_py_err};
 /// `dataset.yaml`). The split is `split_ratio` (train, val, test weights) or `split_patterns`
 /// (`(name, regex)` pairs, in order); `exclude` drops shards whose relative path matches.
 /// `fix_duplicates` moves every shard's members into a folder named after the shard when keys
-/// repeat across shards. Returns a dict with `shards`, `shard_counts`, `split_parts`,
+/// repeat across shards. `sample_tables = False` writes `index.sqlite` without the per-sample
+/// tables (`--no-sample-tables`); `sample_tables_only` adds them to a prepared dataset
+/// (`--sample-tables-only`). Returns a dict with `shards`, `shard_counts`, `split_parts`,
 /// `part_names` and `fixed_duplicates` (the number of renamed members, `None` when nothing was
 /// renamed).
 #[pyfunction]
 #[pyo3(signature = (
     path, *, split_ratio = None, split_patterns = None, exclude = None, tar_index_only = false,
     shuffle_tars = false, num_workers = 4, split_config = "split.yaml".to_owned(),
-    fix_duplicates = false,
+    fix_duplicates = false, sample_tables = true, sample_tables_only = false,
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn prepare_dataset<'py>(
@@ -37,6 +39,8 @@ pub(crate) fn prepare_dataset<'py>(
     num_workers: usize,
     split_config: String,
     fix_duplicates: bool,
+    sample_tables: bool,
+    sample_tables_only: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let split = match (split_ratio, split_patterns) {
         (Some(_), Some(_)) => {
@@ -56,7 +60,9 @@ pub(crate) fn prepare_dataset<'py>(
         .tar_index_only(tar_index_only)
         .shuffle_tars(shuffle_tars)
         .split_config(split_config)
-        .fix_duplicates(fix_duplicates);
+        .fix_duplicates(fix_duplicates)
+        .sample_tables(sample_tables)
+        .sample_tables_only(sample_tables_only);
     let summary = py
         .detach(|| prepare::prepare_dataset(&path, &options, &|_| {}))
         .map_err(|e| to_py_err(&e))?;

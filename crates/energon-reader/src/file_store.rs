@@ -62,6 +62,8 @@ impl WebdatasetFileStore {
     pub fn open(root: &Path) -> Result<Self> {
         let info = read_dataset_info(root)?;
         let index = SqliteIndex::open(&root.join(NV_META).join(INDEX_SQLITE))?;
+        // Fails at once, saying how to add them, for a dataset prepared without sample tables.
+        index.require_samples()?;
         let shards =
             info.shard_names().map(|name| (Arc::from(name), join_rel(root, name))).collect();
         Ok(WebdatasetFileStore { root: Arc::from(root), index, shards, maps: MapCache::new(16) })

@@ -402,6 +402,8 @@ impl WebDataset {
                 SqliteIndex::open(&path)
                     .map_err(|err| tracing::debug!("not checking keys against index.sqlite: {err}"))
                     .ok()
+                    // Prepared with `--no-sample-tables`: no keys to check against.
+                    .filter(|db| db.schema_version().is_some())
             })
             .as_ref()
     }

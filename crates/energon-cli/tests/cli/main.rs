@@ -9,5 +9,6 @@ mod mount;
 mod prepare;
 mod read;
 mod remote;
+mod tables;
 mod trace;
 mod util;

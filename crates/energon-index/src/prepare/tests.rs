@@ -188,3 +188,5 @@ fn fix_duplicates_moves_members_into_shard_folders_and_indexes_again() {
     assert!(summary.fixed_duplicates.is_none());
     assert_eq!(fs::read(clean.path().join("parts/data-0.tar")).unwrap(), before);
 }
+
+mod sample_tables;

@@ -356,9 +356,21 @@ impl SqliteIndex {
         })
     }
 
-    fn require_samples(&self) -> Result<()> {
+    /// Fails unless the index has a `samples` table: with [`Error::NoSampleTables`] for a
+    /// dataset prepared with `--no-sample-tables` (an `.info.json` next to the index), else (a
+    /// media-only index of a plain folder) with [`Error::Incompatible`].
+    pub fn require_samples(&self) -> Result<()> {
         if self.version.is_some() {
             return Ok(());
+        }
+        let meta = self.path.parent().unwrap_or(Path::new(""));
+        if meta.join(crate::INFO_JSON).is_file() || meta.join(crate::INFO_YAML).is_file() {
+            let dataset = meta.parent().filter(|p| !p.as_os_str().is_empty());
+            let dataset = dataset.unwrap_or(Path::new("."));
+            return Err(Error::NoSampleTables {
+                path: self.path.clone(),
+                dataset: dataset.display().to_string(),
+            });
         }
         Err(Error::Incompatible {
             path: self.path.clone(),

@@ -26,23 +26,27 @@ const ROWS_PER_INSERT: usize = 64;
 /// - `journal_mode = MEMORY`: the file is new, so the rollback journal holds almost nothing, yet a
 ///   failed statement (a duplicate key) still rolls back cleanly. `OFF` would gain nothing here.
 /// - `synchronous = OFF`: no fsync per transaction; [`SqliteIndexWriter::finish`] syncs once.
-/// - `cache_size`: up to 256 MiB of page cache, so that the whole load and the index builds of
-///   typical datasets never spill; the cache grows only as pages are used.
-/// - `temp_store` stays at its default (files): the sorter of `CREATE INDEX` then spills to disk
-///   for datasets with billions of rows instead of holding them all in memory.
+/// - `cache_size`: 16 MiB of page cache. Rows come in shard order, so the tables and the three
+///   explicit indexes are written at their ends and need few pages; ascending keys likewise.
+///   Keys in random order touch the whole key index, and a larger cache did not make that
+///   faster (the pages stay in the operating system's cache), only bigger. The memory of a
+///   prepare thus does not grow with the dataset.
 const BULK_PRAGMAS: &str = "\
     PRAGMA page_size = 4096;
     PRAGMA locking_mode = EXCLUSIVE;
     PRAGMA journal_mode = MEMORY;
     PRAGMA synchronous = OFF;
-    PRAGMA cache_size = -262144;";
+    PRAGMA cache_size = -16384;";
 
 /// Writes a new `index.sqlite` (schema of energon 7.4) during `prepare`.
 ///
 /// The writer works on the path it is given (prepare passes a temporary file next to the final
-/// one and renames it at the end). All rows go into one transaction; the three explicit indexes
-/// are built by [`finish`](Self::finish) after the bulk load, which also commits. A writer that is
-/// dropped without `finish` rolls back; the caller deletes the file.
+/// one and renames it at the end). All rows go into one transaction, committed by
+/// [`finish`](Self::finish); a writer that is dropped without `finish` rolls back and the caller
+/// deletes the file. The three explicit indexes exist from the start and grow with the rows,
+/// cheaply when shards are added in `tar_file_id` order (as prepare does): each index then
+/// only grows at its end. Memory stays at the page cache (16 MiB) whatever the number of rows;
+/// the UNIQUE index on `sample_key`, which finds duplicate keys, is SQLite's own B-tree on disk.
 ///
 /// A plain prepare creates only `samples` and `sample_parts`. The media tables are created on
 /// request ([`create_media_tables`](Self::create_media_tables)) or carried over from the previous
@@ -51,6 +55,8 @@ const BULK_PRAGMAS: &str = "\
 pub struct SqliteIndexWriter {
     conn: Connection,
     path: PathBuf,
+    /// Whether the index gets the `samples` and `sample_parts` tables.
+    sample_tables: bool,
     /// Shard names by `tar_file_id`, to name both shards of a duplicate key.
     shard_names: FxHashMap<u64, String>,
     n_samples: u64,
@@ -68,6 +74,17 @@ impl SqliteIndexWriter {
     /// database, its `samples` and `sample_parts` tables are dropped and recreated, as the
     /// reference does; other tables are kept.
     pub fn create(path: &Path) -> Result<Self> {
+        Self::create_with(path, true)
+    }
+
+    /// Like [`create`](Self::create), but without the per-sample tables (`prepare
+    /// --no-sample-tables`): an existing file loses its `samples` and `sample_parts` tables and
+    /// keeps the others; [`add_shard`](Self::add_shard) fails.
+    pub fn create_without_sample_tables(path: &Path) -> Result<Self> {
+        Self::create_with(path, false)
+    }
+
+    fn create_with(path: &Path, sample_tables: bool) -> Result<Self> {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -75,6 +92,7 @@ impl SqliteIndexWriter {
         let res = SqliteIndexWriter {
             conn,
             path: path.to_owned(),
+            sample_tables,
             shard_names: FxHashMap::default(),
             n_samples: 0,
             n_parts: 0,
@@ -103,14 +121,27 @@ impl SqliteIndexWriter {
         self.conn.execute_batch(BULK_PRAGMAS)?;
         self.conn.execute_batch("BEGIN")?;
         self.conn.execute_batch(RESET_SAMPLE_TABLES)?;
-        self.conn.execute_batch(SAMPLES_DDL)?;
-        self.conn.execute_batch(SAMPLE_PARTS_DDL)?;
+        if self.sample_tables {
+            self.conn.execute_batch(SAMPLES_DDL)?;
+            self.conn.execute_batch(SAMPLE_PARTS_DDL)?;
+            // Created before the rows: prepare adds them in (tar_file_id, sample_index,
+            // offset) order, so every explicit index only grows at its end, which costs less
+            // CPU and memory than sorting all rows for it after the load.
+            for ddl in INDEX_DDLS {
+                self.conn.execute_batch(ddl)?;
+            }
+        }
         Ok(())
     }
 
     /// The database file being written.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the index gets the `samples` and `sample_parts` tables.
+    pub fn has_sample_tables(&self) -> bool {
+        self.sample_tables
     }
 
     /// Number of sample rows written so far.
@@ -137,6 +168,12 @@ impl SqliteIndexWriter {
         shard_name: &str,
         scan: &ShardScan,
     ) -> Result<()> {
+        if !self.sample_tables {
+            return Err(Error::Config(format!(
+                "{} is written without sample tables; shard {shard_name} cannot be added",
+                self.path.display()
+            )));
+        }
         if let Some(previous) = self.shard_names.get(&tar_file_id) {
             return Err(Error::Config(format!(
                 "shard id {tar_file_id} given twice to the sqlite index ({previous} and {shard_name})"
@@ -147,7 +184,13 @@ impl SqliteIndexWriter {
         self.shard_names.insert(tar_file_id, shard_name.to_owned());
 
         if let Err((chunk_start, err)) = self.insert_samples(tar_id, &samples) {
-            return Err(self.explain_insert_error(err, shard_name, &samples, chunk_start));
+            return Err(self.explain_insert_error(
+                err,
+                tar_file_id,
+                shard_name,
+                &samples,
+                chunk_start,
+            ));
         }
         self.insert_parts(tar_id, scan).map_err(|e| Error::sqlite(&self.path, e))?;
         self.n_samples += samples.len() as u64;
@@ -209,13 +252,15 @@ impl SqliteIndexWriter {
 
     /// Turns a failed sample insert into [`Error::DuplicateKey`] when it was a UNIQUE violation.
     ///
-    /// SQLite only says that some row of the failed statement clashed; the statement was rolled
-    /// back, while all earlier rows (of this and earlier shards) are in the table. So the culprit
-    /// is the first row of the statement whose key is already in the table or earlier in the
-    /// same statement.
+    /// SQLite only says that some row of the failed statement clashed. The inserts are `OR FAIL`
+    /// (no statement journal to copy pages into, as `ABORT` needs): the rows of the statement
+    /// before the clash stay in the table, with all earlier rows of this and earlier shards. So
+    /// the culprit is the first row of the statement whose key is in the table as another row,
+    /// or earlier in the same statement.
     fn explain_insert_error(
         &self,
         err: rusqlite::Error,
+        tar_file_id: u64,
         shard_name: &str,
         samples: &[SampleRowRef<'_>],
         chunk_start: usize,
@@ -226,6 +271,7 @@ impl SqliteIndexWriter {
         let n_in_full_chunks = samples.len() / ROWS_PER_INSERT * ROWS_PER_INSERT;
         let chunk_len = if chunk_start < n_in_full_chunks { ROWS_PER_INSERT } else { 1 };
         let chunk = &samples[chunk_start..chunk_start + chunk_len];
+        let Ok(tar_id) = to_i64(tar_file_id) else { return Error::sqlite(&self.path, err) };
         let mut seen = FxHashSet::default();
         for row in chunk {
             if !seen.insert(row.key) {
@@ -234,8 +280,9 @@ impl SqliteIndexWriter {
             let existing = self
                 .conn
                 .query_row(
-                    "SELECT tar_file_id FROM samples WHERE sample_key = ?1 ORDER BY tar_file_id LIMIT 1",
-                    [row.key],
+                    "SELECT tar_file_id FROM samples WHERE sample_key = ?1 \
+                     AND NOT (tar_file_id = ?2 AND sample_index = ?3) ORDER BY tar_file_id LIMIT 1",
+                    (row.key, tar_id, row.sample_idx),
                     |r| r.get::<_, i64>(0),
                 )
                 .optional();
@@ -254,15 +301,12 @@ impl SqliteIndexWriter {
         Error::sqlite(&self.path, err)
     }
 
-    /// Finishes the index: builds the three explicit indexes, commits, and leaves an ordinary
+    /// Finishes the index: commits, and leaves an ordinary
     /// database file (rollback-journal mode, synced to disk) at [`path`](Self::path).
     pub fn finish(self) -> Result<()> {
         let path = self.path;
         let conn = self.conn;
         let finish = || -> rusqlite::Result<()> {
-            for ddl in INDEX_DDLS {
-                conn.execute_batch(ddl)?;
-            }
             conn.execute_batch("COMMIT")?;
             conn.execute_batch("PRAGMA journal_mode = DELETE")?;
             Ok(())
@@ -495,9 +539,9 @@ fn duplicate(key: &str, first: &str, second: &str) -> Error {
     Error::DuplicateKey { key: key.to_owned(), first: first.to_owned(), second: second.to_owned() }
 }
 
-/// `INSERT INTO <table_and_columns> VALUES (?, ?, ?, ?, ?), ...` with `n_rows` rows of five values.
+/// `INSERT OR FAIL INTO <table_and_columns> VALUES (?, ?, ?, ?, ?), ...` with `n_rows` rows of five values.
 fn insert_sql(table_and_columns: &str, n_rows: usize) -> String {
     let row = "(?, ?, ?, ?, ?)";
     let values = vec![row; n_rows].join(", ");
-    format!("INSERT INTO {table_and_columns} VALUES {values}")
+    format!("INSERT OR FAIL INTO {table_and_columns} VALUES {values}")
 }

@@ -205,6 +205,8 @@ def prepare_dataset(
     num_workers: int = 4,
     split_config: str = ...,
     fix_duplicates: bool = False,
+    sample_tables: bool = True,
+    sample_tables_only: bool = False,
 ) -> dict[str, Any]: ...
 def prepare_jsonl(path: str) -> int: ...
 def prepare_media(

@@ -153,12 +153,14 @@ class BaseWebdatasetFactory:
         media_filter: Any = None,
         fix_duplicates: bool = False,
         index_sqlite_tmp_path: Any = None,
+        enable_sample_tables: bool = True,
     ) -> tuple[set[str], list[tuple[str, int]]]:
         """Indexes the shards `paths` (relative to `parent_path`, brace patterns allowed) and
         writes the split file: `split_parts_ratio` as `(name, weight)` pairs of `train`, `val`
         and `test`, or `split_parts_patterns` as `(name, regex)` pairs. `shuffle_seed` 42
         shuffles the shards before a ratio split (as `--shuffle-tars`), `None` keeps their
-        order; `media_filter` also stores the media metadata. Returns the part names seen (up
+        order; `media_filter` also stores the media metadata; `enable_sample_tables=False`
+        writes `index.sqlite` without the per-sample tables (as `--no-sample-tables`). Returns the part names seen (up
         to 50) and `(shard, sample count)` pairs."""
         root = os.fspath(parent_path)
         if shuffle_seed not in (None, 42):
@@ -191,6 +193,7 @@ class BaseWebdatasetFactory:
             num_workers=max(1, min(workers, os.cpu_count() or 1)),
             split_config=split_config,
             fix_duplicates=fix_duplicates,
+            sample_tables=enable_sample_tables,
         )
         if media_filter is not None:
             # As `energon prepare --media-metadata-by-...`: the media tables are replaced.
