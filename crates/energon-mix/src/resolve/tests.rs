@@ -585,9 +585,9 @@ fn bad_paths_are_named_with_their_node() {
     check("    path: missing\n", "splits.train.path", "no such file or folder");
     check("    path: raw\n", "splits.train.path", "did you forget `energon prepare`");
     check(
-        "    path: msc://profile/ds\n",
+        "    path: dss://profile/ds\n",
         "splits.train.path",
-        "remote paths (msc://...) are not supported",
+        "dss:// paths are not supported",
     );
     check(
         "    join: [{path: ds1}, {path: raw}]\n    joiner: {__module__: m, __class__: C}\n",
@@ -686,7 +686,7 @@ fn paths_normalize_lexically() {
     assert_eq!(normalize(Path::new("a/../../c")), Path::new("c"));
     assert_eq!(resolve_written(Path::new("/x/y"), "../z"), Ok(PathBuf::from("/x/z")));
     assert_eq!(resolve_written(Path::new("/x/y"), "/abs"), Ok(PathBuf::from("/abs")));
-    assert!(resolve_written(Path::new("/x"), "s3://bucket/x").is_err());
+    assert!(resolve_written(Path::new("/x"), "dss://bucket/x").is_err());
 }
 
 #[test]
