@@ -211,11 +211,14 @@ def test_waiting_releases_the_gil(ref_small):
 
 def test_ctrl_c_interrupts_a_blocked_iteration(ref_small):
     release = threading.Event()
+    armed = threading.Event()
 
     class Blocking(energon_rs.DefaultTaskEncoder):
         def encode_sample(self, sample):
-            # The main thread is inside `next()` (or about to enter it, within `pytest.raises`)
-            # whenever a worker gets here: interrupt it now, whatever the machine's load.
+            # Workers may start before the main thread iterates: wait until it is inside
+            # `pytest.raises` (inside `next()` or about to enter it), then interrupt it,
+            # whatever the machine's load.
+            armed.wait(30)
             if not release.is_set():
                 os.kill(os.getpid(), signal.SIGINT)
             release.wait(30)  # blocks the worker (without the GIL) until the test ends
@@ -228,8 +231,10 @@ def test_ctrl_c_interrupts_a_blocked_iteration(ref_small):
     loader = energon_rs.get_loader(ds)
     try:
         with pytest.raises(KeyboardInterrupt):
+            armed.set()
             next(iter(loader))
     finally:
+        armed.set()
         release.set()
         loader.close()
 
