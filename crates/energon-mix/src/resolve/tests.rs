@@ -584,11 +584,7 @@ fn bad_paths_are_named_with_their_node() {
     };
     check("    path: missing\n", "splits.train.path", "no such file or folder");
     check("    path: raw\n", "splits.train.path", "did you forget `energon prepare`");
-    check(
-        "    path: dss://profile/ds\n",
-        "splits.train.path",
-        "dss:// paths are not supported",
-    );
+    check("    path: dss://profile/ds\n", "splits.train.path", "dss:// paths are not supported");
     check(
         "    join: [{path: ds1}, {path: raw}]\n    joiner: {__module__: m, __class__: C}\n",
         "splits.train.join[1].path",
