@@ -38,11 +38,10 @@ from .cache import (
     SystemFileStore,
     WebdatasetFileStore,
 )
+from .load import LoadedDataset, LoadedDatasetList, load_dataset
 from .loader import (
     BasicDataLoader,
     Dataset,
-    LoadedDataset,
-    LoadedDatasetList,
     SavableDataLoader,
     get_loader,
     get_savable_loader,
@@ -51,7 +50,6 @@ from .loader import (
     get_val_datasets,
     LimitDataset,
     RepeatDataset,
-    load_dataset,
 )
 from .rng import SystemRng
 from .media import AVMetadata, ImageMetadata, MediaMetadataBase, MediaMetadataType
