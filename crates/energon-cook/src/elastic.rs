@@ -40,12 +40,6 @@ pub struct Reshaped {
     pub workers: Vec<WorkerState>,
 }
 
-impl Reshaped {
-    fn topology(&self) -> (usize, usize) {
-        (self.world_size, self.num_workers)
-    }
-}
-
 impl Checkpoint {
     /// Spreads the states of every rank of a job over `new_world_size` ranks with
     /// `new_num_workers` workers each (`None`: as many workers in all as before).
@@ -81,7 +75,7 @@ impl Checkpoint {
         {
             let mut res = self.redistribute(new_world_size)?;
             if let Some(n) = new_num_workers {
-                // One worker per rank, in a thread or in the main thread (0).
+                // The count as asked: 0 (the main thread) and 1 both run one worker per rank.
                 for state in &mut res.ranks {
                     state.num_workers = n;
                     state.config.insert(NUM_WORKERS_KEY, n);
@@ -218,10 +212,23 @@ struct Found {
     pending: Vec<(Vec<usize>, PendingCall)>,
 }
 
+impl Found {
+    fn new(n_leaves: usize) -> Self {
+        Found {
+            leaves: vec![None; n_leaves],
+            repetitions: vec![0; n_leaves],
+            exhausted: vec![false; n_leaves],
+            ..Found::default()
+        }
+    }
+}
+
 /// What is left of the current passes of some workers of a job of `world_size` ranks x
 /// `num_workers`: per leaf, the pieces of sample ranges, worker after worker (in global order),
 /// and the generator calls cut between their outputs, by the path of their stage.
 struct Leftovers {
+    /// What the plan's tree says of each leaf.
+    shapes: Vec<LeafShape>,
     pieces: Vec<Vec<(u64, u64)>>,
     pending: Vec<(Vec<usize>, PendingCall)>,
 }
@@ -239,19 +246,14 @@ impl Leftovers {
         let n_leaves = plan.leaves.len();
         let mut shapes = vec![LeafShape::default(); n_leaves];
         leaf_shapes(&tree, LeafShape::default(), &mut shapes)?;
-        let mut res = Leftovers { pieces: vec![Vec::new(); n_leaves], pending: Vec::new() };
+        let mut res = Leftovers { shapes, pieces: vec![Vec::new(); n_leaves], pending: Vec::new() };
         for rank in ranks {
             let cfg = WorkerConfig::new(rank, world_size, num_workers)?
                 .with_seed_offset(plan.worker_config.seed_offset());
             let rank_plan = plan.for_worker_config(cfg)?;
             for local in 0..num_workers.max(1) {
                 let saved = worker(rank, local);
-                let mut found = Found {
-                    leaves: vec![None; n_leaves],
-                    repetitions: vec![0; n_leaves],
-                    exhausted: vec![false; n_leaves],
-                    ..Found::default()
-                };
+                let mut found = Found::new(n_leaves);
                 if let Some(state) = saved.and_then(|w| w.state.as_ref()) {
                     walk(state, Some(&tree), false, &mut Vec::new(), &mut found)?;
                 }
@@ -276,13 +278,31 @@ impl Leftovers {
                         None => LeafIter::new(slices, planned.leaf_config, cfg.worker_rng(local)?)?,
                     };
                     if !found.exhausted[leaf] {
-                        let left = left_of(&iter, found.repetitions[leaf], shapes[leaf]);
+                        let left = left_of(&iter, found.repetitions[leaf], res.shapes[leaf]);
                         res.pieces[leaf].extend(left);
                     }
                 }
             }
         }
         Ok(res)
+    }
+
+    /// The leftovers of every old worker of a state of [`Checkpoint::reshape`].
+    fn of_reshaped(plan: &MixPlan, reshaped: &Reshaped) -> Result<Self> {
+        let old_local = reshaped.num_workers.max(1);
+        if reshaped.workers.len() != reshaped.world_size * old_local {
+            return Err(Error::BadState {
+                reason: format!(
+                    "a redistributed state holds {} old workers instead of {} x {old_local}",
+                    reshaped.workers.len(),
+                    reshaped.world_size
+                ),
+            });
+        }
+        let topology = (reshaped.world_size, reshaped.num_workers);
+        Leftovers::of(plan, topology, 0..reshaped.world_size, |rank, local| {
+            reshaped.workers.get(rank * old_local + local)
+        })
     }
 }
 
@@ -301,9 +321,7 @@ pub fn samples_left_in_pass(plan: &MixPlan, state: &LoaderState) -> Result<u64> 
             Ok(left.pieces.iter().map(|p| len(p)).sum())
         }
         Some(reshaped) => {
-            let left = Leftovers::of(plan, reshaped.topology(), 0..reshaped.world_size, |r, l| {
-                reshaped.workers.get(r * reshaped.num_workers.max(1) + l)
-            })?;
+            let left = Leftovers::of_reshaped(plan, reshaped)?;
             let total = (cfg.world_size() * cfg.n_local_workers()) as u64;
             let first = (cfg.rank() * cfg.n_local_workers()) as u64;
             let shares = first..first + cfg.n_local_workers() as u64;
@@ -321,23 +339,8 @@ pub(crate) fn deal(
     fresh: Vec<StageState>,
 ) -> Result<Vec<WorkerState>> {
     let tree = plan.tree();
-    let mut shapes = vec![LeafShape::default(); plan.leaves.len()];
-    leaf_shapes(&tree, LeafShape::default(), &mut shapes)?;
     let new_cfg = plan.worker_config;
-    let old_local = reshaped.num_workers.max(1);
-    if reshaped.workers.len() != reshaped.world_size * old_local {
-        return Err(Error::BadState {
-            reason: format!(
-                "a redistributed state holds {} old workers instead of {} x {old_local}",
-                reshaped.workers.len(),
-                reshaped.world_size
-            ),
-        });
-    }
-    let Leftovers { pieces, pending } =
-        Leftovers::of(plan, reshaped.topology(), 0..reshaped.world_size, |rank, local| {
-            reshaped.workers.get(rank * old_local + local)
-        })?;
+    let Leftovers { shapes, pieces, pending } = Leftovers::of_reshaped(plan, reshaped)?;
     let total = new_cfg.world_size() * new_cfg.n_local_workers();
     // Generator calls go round robin over all new workers, one per stage and worker (every
     // rank places them the same way and keeps its own); a call that finds no free worker is
@@ -362,7 +365,7 @@ pub(crate) fn deal(
         let global = new_cfg.global_worker_id(local)?;
         let shares: Vec<Vec<(u64, u64)>> =
             pieces.iter().map(|p| share(p, global as u64, total as u64)).collect();
-        install(&mut state, Some(&tree), &shares, &shapes, None)?;
+        install(&mut state, Some(&tree), &shares, &shapes, false)?;
         for (path, call) in std::mem::take(&mut calls[global]) {
             set_pending(&mut state, &path, call)?;
         }
@@ -593,43 +596,36 @@ fn unrepeat(mut tree: &MixTree) -> &MixTree {
     tree
 }
 
-/// How a leaf's pass is repeated where [`install`] meets it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Around {
-    /// Repeated forever: an empty share leaves the leaf as it is.
-    Forever,
-    /// Repeated a number of times: the `Repeat` node above decides.
-    Times,
-}
-
 /// Installs the shares of every leaf in a new worker's fresh state.
 fn install(
     state: &mut StageState,
     tree: Option<&MixTree>,
     shares: &[Vec<(u64, u64)>],
     shapes: &[LeafShape],
-    around: Option<Around>,
+    repeated: bool,
 ) -> Result<()> {
     match state {
         StageState::Leaf { leaf } => {
             let Some(MixTree::Leaf(i)) = tree else { return Err(tree_mismatch(state)) };
             let share = &shares[*i];
-            if !share.is_empty() || around.is_none() {
+            // Under a repetition an empty share leaves the leaf as it is (repeated forever: its
+            // next pass is its own; a number of times: the `Repeat` node above decides).
+            if !share.is_empty() || !repeated {
                 leaf.ranges = Some(share.clone());
             }
         }
         StageState::Repeat { repetition, inner, .. } => match tree {
             Some(MixTree::Repeat { repeats, inner: t }) => match repeats {
-                None => install(inner, Some(t), shares, shapes, Some(Around::Forever))?,
+                None => install(inner, Some(t), shares, shapes, true)?,
                 Some(_) => {
                     let MixTree::Leaf(i) = **t else { return Err(tree_mismatch(state)) };
                     let times = shapes[i].repeats.unwrap_or(1);
                     // The share is the last repetition of this pass; nothing left: all done.
                     *repetition = if shares[i].is_empty() { times } else { times - 1 };
-                    install(inner, Some(t), shares, shapes, Some(Around::Times))?;
+                    install(inner, Some(t), shares, shapes, true)?;
                 }
             },
-            _ => install(inner, tree, shares, shapes, around)?,
+            _ => install(inner, tree, shares, shapes, repeated)?,
         },
         StageState::Blend { children, .. } => {
             let Some(MixTree::Blend { children: trees, .. }) = tree else {
@@ -638,13 +634,13 @@ fn install(
             // A child's own repetition (if any) decides; a child without one ends its pass
             // with its share, even an empty one.
             for (child, t) in children.iter_mut().zip(trees) {
-                install(child, Some(t), shares, shapes, None)?;
+                install(child, Some(t), shares, shapes, false)?;
             }
         }
         StageState::Concat { children, .. } => {
             let Some(MixTree::Concat(trees)) = tree else { return Err(tree_mismatch(state)) };
             for (child, t) in children.iter_mut().zip(trees) {
-                install(child, Some(t), shares, shapes, None)?;
+                install(child, Some(t), shares, shapes, false)?;
             }
         }
         StageState::Map { inner, .. }
@@ -654,7 +650,7 @@ fn install(
         | StageState::ShuffleBuffer { inner, .. }
         | StageState::Epochize { inner, .. }
         | StageState::Limit { inner, .. }
-        | StageState::Worker { inner, .. } => install(inner, tree, shares, shapes, around)?,
+        | StageState::Worker { inner, .. } => install(inner, tree, shares, shapes, repeated)?,
     }
     Ok(())
 }
