@@ -66,7 +66,8 @@ def test_torchrun_ranks_save_and_restore_globally(tmp_path, world_size):
     assert len(set(firsts)) == world_size
 
 
-SAVE = """
+# One pass (no repetition) over the fixture on the shape the arguments give.
+ONE_PASS = """
 import json, sys
 import torch, torch.distributed as dist
 import energon_rs
@@ -77,7 +78,9 @@ wc = energon_rs.WorkerConfig(rank=rank, world_size=world_size, num_workers=int(s
 ds = energon_rs.get_train_dataset(sys.argv[1], worker_config=wc, batch_size=4,
     shuffle_buffer_size=8, max_samples_per_sequence=None, repeat=False)
 loader = energon_rs.get_savable_loader(ds)
-it = iter(loader)
+"""
+
+SAVE = ONE_PASS + """it = iter(loader)
 keys = [k for _ in range(3 + 4 * rank) for k in next(it).__key__]
 states = loader.save_state_global(0)
 if rank == 0:
@@ -88,18 +91,7 @@ with open(f"{sys.argv[2]}/before{rank}.json", "w") as f:
 dist.destroy_process_group()
 """
 
-RESUME = """
-import json, sys
-import torch, torch.distributed as dist
-import energon_rs
-
-dist.init_process_group("gloo")
-rank, world_size = dist.get_rank(), dist.get_world_size()
-wc = energon_rs.WorkerConfig(rank=rank, world_size=world_size, num_workers=int(sys.argv[3]))
-ds = energon_rs.get_train_dataset(sys.argv[1], worker_config=wc, batch_size=4,
-    shuffle_buffer_size=8, max_samples_per_sequence=None, repeat=False)
-loader = energon_rs.get_savable_loader(ds)
-states = torch.load(f"{sys.argv[2]}/states.pt", weights_only=True) if rank == 0 else None
+RESUME = ONE_PASS + """states = torch.load(f"{sys.argv[2]}/states.pt", weights_only=True) if rank == 0 else None
 loader.restore_state_global(states, src_rank=0)
 keys = [k for batch in loader for k in batch.__key__]
 loader.close()
