@@ -99,7 +99,7 @@ impl RemoteObject {
     pub fn read(&self, range: Range<u64>) -> io::Result<Bytes> {
         let client = client()?;
         let (store, path, r) = (self.store.clone(), self.path.clone(), range.clone());
-        let bytes = client.run(&self.target, Some(range.clone()), async move {
+        let bytes = client.run(&self.target, "GET", Some(range.clone()), async move {
             store.get_range(&path, r).await
         })?;
         self.check_len(&range, &bytes).map_err(io::Error::from)?;
@@ -182,7 +182,8 @@ impl RemoteObject {
         client.runtime.spawn(async move {
             let _permit = permits.acquire_owned().await;
             let res = tokio::time::timeout(deadline, store.get_range(&path, window.clone())).await;
-            let fetched = finish(&url, Some(window), deadline, res).and_then(|b| this.check(b));
+            let fetched =
+                finish(&url, "GET", Some(window), deadline, res).and_then(|b| this.check(b));
             let _ = tx.send(Some(fetched));
         });
         Ok(rx)

@@ -89,6 +89,7 @@ impl Client {
     pub(super) fn run<T>(
         &self,
         target: &RemoteTarget,
+        op: &'static str,
         range: Option<Range<u64>>,
         fut: impl Future<Output = object_store::Result<T>>,
     ) -> io::Result<T> {
@@ -98,13 +99,14 @@ impl Client {
             let _permit = permits.acquire().await;
             tokio::time::timeout(deadline, fut).await
         });
-        finish(&target.url, range, deadline, res).map_err(io::Error::from)
+        finish(&target.url, op, range, deadline, res).map_err(io::Error::from)
     }
 }
 
-/// Maps the outcome of a request into the crate's error.
+/// Maps the outcome of request `op` (`GET`, `HEAD`, `LIST`, `PUT`) into the crate's error.
 pub(super) fn finish<T>(
     url: &str,
+    op: &str,
     range: Option<Range<u64>>,
     deadline: Duration,
     res: Result<object_store::Result<T>, tokio::time::error::Elapsed>,
@@ -123,7 +125,10 @@ pub(super) fn finish<T>(
         }
         Ok(Err(e)) => Err(err(format!("request failed: {e}"), false, false)),
         Err(_) => Err(err(
-            format!("no answer within {:.1} s (the storage deadline)", deadline.as_secs_f64()),
+            format!(
+                "no answer to {op} within {:.1} s (the storage deadline)",
+                deadline.as_secs_f64()
+            ),
             false,
             true,
         )),
@@ -256,7 +261,7 @@ pub(super) fn read(target: &RemoteTarget) -> io::Result<Bytes> {
     let client = client()?;
     let store = client.store(target)?;
     let path = object_path(target);
-    client.run(target, None, async move { store.get(&path).await?.bytes().await })
+    client.run(target, "GET", None, async move { store.get(&path).await?.bytes().await })
 }
 
 pub(super) fn read_range(target: &RemoteTarget, range: Range<u64>) -> io::Result<Bytes> {
@@ -269,7 +274,7 @@ pub(super) fn read_range(target: &RemoteTarget, range: Range<u64>) -> io::Result
         return Ok(Bytes::new());
     }
     let r = clipped.clone();
-    client.run(target, Some(clipped), async move { store.get_range(&path, r).await })
+    client.run(target, "GET", Some(clipped), async move { store.get_range(&path, r).await })
 }
 
 pub(super) fn head(target: &RemoteTarget) -> io::Result<u64> {
@@ -280,15 +285,16 @@ pub(super) fn meta(target: &RemoteTarget) -> io::Result<object_store::ObjectMeta
     let client = client()?;
     let store = client.store(target)?;
     let path = object_path(target);
-    client.run(target, None, async move { store.head(&path).await })
+    client.run(target, "HEAD", None, async move { store.head(&path).await })
 }
 
 pub(super) fn has_children(target: &RemoteTarget) -> io::Result<bool> {
     let client = client()?;
     let store = client.store(target)?;
     let prefix = (!target.key.is_empty()).then(|| object_path(target));
-    let listed = client
-        .run(target, None, async move { store.list_with_delimiter(prefix.as_ref()).await })?;
+    let listed = client.run(target, "LIST", None, async move {
+        store.list_with_delimiter(prefix.as_ref()).await
+    })?;
     Ok(!listed.objects.is_empty() || !listed.common_prefixes.is_empty())
 }
 
@@ -302,8 +308,9 @@ pub(super) fn list(target: &RemoteTarget) -> io::Result<Vec<Listed>> {
         vec![(!target.key.is_empty()).then(|| object_path(target))];
     while let Some(prefix) = pending.pop() {
         let store = store.clone();
-        let listed = client
-            .run(target, None, async move { store.list_with_delimiter(prefix.as_ref()).await })?;
+        let listed = client.run(target, "LIST", None, async move {
+            store.list_with_delimiter(prefix.as_ref()).await
+        })?;
         for meta in listed.objects {
             if let Some(name) = meta.location.as_ref().strip_prefix(strip.as_str()) {
                 out.push(Listed { name: name.to_owned(), size: meta.size });
@@ -319,7 +326,7 @@ pub(super) fn put(target: &RemoteTarget, bytes: Bytes) -> io::Result<()> {
     let client = client()?;
     let store = client.store(target)?;
     let path = object_path(target);
-    client.run(target, None, async move { store.put(&path, bytes.into()).await.map(drop) })
+    client.run(target, "PUT", None, async move { store.put(&path, bytes.into()).await.map(drop) })
 }
 
 pub(super) fn put_file(target: &RemoteTarget, src: &Path) -> io::Result<()> {
