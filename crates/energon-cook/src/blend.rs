@@ -466,13 +466,13 @@ mod tests {
         let mut stage = epochized();
         let leaf_state = StageState::Worker { index: 0, inner: Box::new(stage.state().unwrap()) };
         assert!(stage.restore(&leaf_state).is_err());
-        let StageState::Repeat { repetition, index, inner } = stage.state().unwrap() else {
+        let StageState::Repeat { repetition, index, dealt, inner } = stage.state().unwrap() else {
             panic!()
         };
         let StageState::Blend { exhausted, rng, mut children } = *inner else { panic!() };
         children.pop();
         let blend = StageState::Blend { exhausted, rng, children };
-        let state = StageState::Repeat { repetition, index, inner: Box::new(blend) };
+        let state = StageState::Repeat { repetition, index, dealt, inner: Box::new(blend) };
         let err = stage.restore(&state).unwrap_err();
         assert!(err.to_string().contains("blend of 3 children"), "{err}");
         let mut concat = Concat::new(vec![leaf(3, 3, 0), leaf(2, 2, 0)]).unwrap();

@@ -6,7 +6,8 @@
 //! knows the old workers' slices. Per leaf, the samples an old worker has still to read in its
 //! current pass are collected: the items buffered in its stages (shuffle buffer, packing, group
 //! buckets, generator calls that have handed out nothing yet) and the unread ranges of its slice
-//! iteration, plus the whole passes left in a `blend_epochized` repetition. Those pieces, old
+//! iteration, plus the whole passes (and the partial one of a fractional count) left in a
+//! `blend_epochized` repetition. Those pieces, old
 //! worker after old worker, are cut into equal shares, one per new global worker, which reads
 //! its share as the first pass of that leaf (`LeafIter::with_remainder`); later passes read the
 //! new worker's own slices. A generator call that handed out some of its outputs continues on a
@@ -191,8 +192,9 @@ impl Checkpoint {
 /// What the tree says of one leaf, whatever the progress.
 #[derive(Debug, Clone, Copy, Default)]
 struct LeafShape {
-    /// The repetitions of a `blend_epochized` leaf (`Repeat` node over it).
-    repeats: Option<u64>,
+    /// The repetitions of a `blend_epochized` leaf (`Repeat` node over it), possibly
+    /// fractional.
+    repeats: Option<f64>,
     /// The leaf's pass is part of a pass of its blend (an epochized blend), not of its own.
     bounded: bool,
 }
@@ -202,8 +204,8 @@ struct LeafShape {
 struct Found {
     /// Per leaf: its iteration's state.
     leaves: Vec<Option<LeafState>>,
-    /// Per leaf: the repetitions done in the current pass of an epochized blend.
-    repetitions: Vec<u64>,
+    /// Per leaf: where its `Repeat` is in the current pass of an epochized blend.
+    progress: Vec<Progress>,
     /// Per leaf: whether its blend is done with it in the current pass.
     exhausted: Vec<bool>,
     /// Keys of items buffered in stages, not handed out in any form.
@@ -216,7 +218,7 @@ impl Found {
     fn new(n_leaves: usize) -> Self {
         Found {
             leaves: vec![None; n_leaves],
-            repetitions: vec![0; n_leaves],
+            progress: vec![Progress::default(); n_leaves],
             exhausted: vec![false; n_leaves],
             ..Found::default()
         }
@@ -245,7 +247,7 @@ impl Leftovers {
         let tree = plan.tree();
         let n_leaves = plan.leaves.len();
         let mut shapes = vec![LeafShape::default(); n_leaves];
-        leaf_shapes(&tree, LeafShape::default(), &mut shapes)?;
+        leaf_shapes(&tree, LeafShape::default(), &mut shapes);
         let mut res = Leftovers { shapes, pieces: vec![Vec::new(); n_leaves], pending: Vec::new() };
         for rank in ranks {
             let cfg = WorkerConfig::new(rank, world_size, num_workers)?
@@ -278,7 +280,7 @@ impl Leftovers {
                         None => LeafIter::new(slices, planned.leaf_config, cfg.worker_rng(local)?)?,
                     };
                     if !found.exhausted[leaf] {
-                        let left = left_of(&iter, found.repetitions[leaf], res.shapes[leaf]);
+                        let left = left_of(&iter, found.progress[leaf], res.shapes[leaf]);
                         res.pieces[leaf].extend(left);
                     }
                 }
@@ -379,18 +381,68 @@ pub(crate) fn deal(
     Ok(res)
 }
 
+/// Where an old worker's `Repeat` over a leaf of an epochized blend is in its pass.
+#[derive(Debug, Clone, Copy, Default)]
+struct Progress {
+    /// Repetitions completed in the pass.
+    repetition: u64,
+    /// Items handed out in the current repetition.
+    index: u64,
+    /// The current repetition is a dealt share (the last of the pass).
+    dealt: bool,
+}
+
 /// The pieces left of one old worker's current pass of a leaf: its iteration's remaining
-/// ranges and, in an epochized blend, the whole passes of the repetitions not begun.
-fn left_of(iter: &LeafIter, repetition: u64, shape: LeafShape) -> Vec<(u64, u64)> {
-    if !shape.bounded {
+/// ranges and, in an epochized blend, the whole passes of the repetitions not begun and the
+/// partial repetition of a fractional count.
+///
+/// The partial repetition reads `floor(len_worker * frac(r))` items (the cut `Repeat` makes):
+/// once begun, the next items of its epoch up to the cut; not begun yet, as many samples of a
+/// fresh pass ([`LeafIter::fresh_pass_prefix`]).
+fn left_of(iter: &LeafIter, at: Progress, shape: LeafShape) -> Vec<(u64, u64)> {
+    if !shape.bounded || at.dealt {
         return iter.remaining().unwrap_or_default();
     }
     let open = iter.in_epoch() || iter.has_remainder();
-    let mut res = if open { iter.remaining().unwrap_or_default() } else { Vec::new() };
-    let passes = shape.repeats.unwrap_or(1).saturating_sub(repetition + u64::from(open));
+    let rest = if open { iter.remaining().unwrap_or_default() } else { Vec::new() };
+    let repeats = shape.repeats.unwrap_or(1.0);
+    let whole = repeats.floor() as u64;
+    let fraction = repeats - repeats.floor();
+    let cut = (iter.len_worker() as f64 * fraction).floor() as u64;
+    if at.repetition >= whole {
+        // In the partial repetition (the pass ends after it).
+        return match (fraction > 0.0 && at.repetition == whole, open) {
+            (false, _) => Vec::new(),
+            (true, true) => positions(&rest, 0, cut.saturating_sub(at.index)),
+            (true, false) if at.index == 0 => iter.fresh_pass_prefix(cut),
+            (true, false) => Vec::new(),
+        };
+    }
+    let mut res = rest;
     let full = iter.full_pass();
-    for _ in 0..passes {
+    for _ in 0..whole.saturating_sub(at.repetition + u64::from(open)) {
         res.extend_from_slice(&full);
+    }
+    if fraction > 0.0 {
+        res.extend(iter.fresh_pass_prefix(cut));
+    }
+    res
+}
+
+/// The samples at positions `[from, to)` of `pieces` (in order).
+fn positions(pieces: &[(u64, u64)], from: u64, to: u64) -> Vec<(u64, u64)> {
+    let mut res = Vec::new();
+    let mut at = 0;
+    for &(start, end) in pieces {
+        if at >= to {
+            break;
+        }
+        let n = end - start;
+        let (lo, hi) = (from.max(at), to.min(at + n));
+        if lo < hi {
+            res.push((start + (lo - at), start + (hi - at)));
+        }
+        at += n;
     }
     res
 }
@@ -400,53 +452,29 @@ fn left_of(iter: &LeafIter, repetition: u64, shape: LeafShape) -> Vec<(u64, u64)
 fn share(pieces: &[(u64, u64)], j: u64, of: u64) -> Vec<(u64, u64)> {
     let len: u64 = pieces.iter().map(|(s, e)| e - s).sum();
     let cut = |k: u64| (u128::from(len) * u128::from(k) / u128::from(of)) as u64;
-    let (from, to) = (cut(j), cut(j + 1));
-    let mut res = Vec::new();
-    let mut at = 0;
-    for &(start, end) in pieces {
-        let n = end - start;
-        let (lo, hi) = (from.max(at), to.min(at + n));
-        if lo < hi {
-            res.push((start + (lo - at), start + (hi - at)));
-        }
-        at += n;
-        if at >= to {
-            break;
-        }
-    }
-    res
+    positions(pieces, cut(j), cut(j + 1))
 }
 
 /// The static shape of every leaf under `tree`.
-fn leaf_shapes(tree: &MixTree, shape: LeafShape, out: &mut [LeafShape]) -> Result<()> {
+fn leaf_shapes(tree: &MixTree, shape: LeafShape, out: &mut [LeafShape]) {
     match tree {
         MixTree::Leaf(i) => out[*i] = shape,
-        MixTree::Repeat { repeats: None, inner } => leaf_shapes(inner, shape, out)?,
+        MixTree::Repeat { repeats: None, inner } => leaf_shapes(inner, shape, out),
         MixTree::Repeat { repeats: Some(r), inner } => {
-            if r.fract() != 0.0 {
-                return Err(Error::BadState {
-                    reason: format!(
-                        "a leaf repeated {r} times cannot move to another number of workers \
-                         (only whole repetitions are dealt out)"
-                    ),
-                });
-            }
-            let shape = LeafShape { repeats: Some(*r as u64), bounded: true };
-            leaf_shapes(inner, shape, out)?;
+            leaf_shapes(inner, LeafShape { repeats: Some(*r), bounded: true }, out);
         }
         MixTree::Blend { children, .. } => {
             for child in children {
                 let bounded = !matches!(child, MixTree::Repeat { repeats: None, .. });
-                leaf_shapes(child, LeafShape { bounded, ..shape }, out)?;
+                leaf_shapes(child, LeafShape { bounded, ..shape }, out);
             }
         }
         MixTree::Concat(children) => {
             for child in children {
-                leaf_shapes(child, shape, out)?;
+                leaf_shapes(child, shape, out);
             }
         }
     }
-    Ok(())
 }
 
 fn tree_mismatch(state: &StageState) -> Error {
@@ -489,11 +517,12 @@ fn walk(
             found.leaves[*i] = Some(leaf.clone());
             found.exhausted[*i] = exhausted;
         }
-        StageState::Repeat { repetition, inner: stage, .. } => match tree {
+        StageState::Repeat { repetition, index, dealt, inner: stage } => match tree {
             Some(MixTree::Repeat { repeats, inner: t }) => {
                 if repeats.is_some() {
                     let MixTree::Leaf(i) = **t else { return Err(tree_mismatch(state)) };
-                    found.repetitions[i] = *repetition;
+                    found.progress[i] =
+                        Progress { repetition: *repetition, index: *index, dealt: *dealt };
                 }
                 inner(stage, Some(t), found, path)?;
             }
@@ -614,14 +643,16 @@ fn install(
                 leaf.ranges = Some(share.clone());
             }
         }
-        StageState::Repeat { repetition, inner, .. } => match tree {
+        StageState::Repeat { repetition, dealt, inner, .. } => match tree {
             Some(MixTree::Repeat { repeats, inner: t }) => match repeats {
                 None => install(inner, Some(t), shares, shapes, true)?,
                 Some(_) => {
                     let MixTree::Leaf(i) = **t else { return Err(tree_mismatch(state)) };
-                    let times = shapes[i].repeats.unwrap_or(1);
-                    // The share is the last repetition of this pass; nothing left: all done.
-                    *repetition = if shares[i].is_empty() { times } else { times - 1 };
+                    let times = shapes[i].repeats.map_or(1, |r| r.ceil() as u64);
+                    // The share is the last repetition of this pass, read whole (not cut where
+                    // this worker would cut a fraction); nothing left: all done.
+                    *dealt = !shares[i].is_empty();
+                    *repetition = if *dealt { times - 1 } else { times };
                     install(inner, Some(t), shares, shapes, true)?;
                 }
             },

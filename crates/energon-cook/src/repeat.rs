@@ -22,6 +22,9 @@ pub struct Repeat<S> {
     repeats: Option<f64>,
     repetition: u64,
     index: u64,
+    /// The current repetition reads a share of a pass dealt from another number of workers: it
+    /// is never cut and is the last of this pass.
+    dealt: bool,
     phase: Phase,
     /// Consecutive passes of the inner stage without an item (infinite repetition only).
     empty_passes: u32,
@@ -70,6 +73,7 @@ impl<S: Stage> Repeat<S> {
             repeats,
             repetition: 0,
             index: 0,
+            dealt: false,
             phase: Phase::Top,
             empty_passes: 0,
             worker,
@@ -84,6 +88,7 @@ impl<S: Stage> Repeat<S> {
     fn end_repetition(&mut self) {
         self.repetition += 1;
         self.index = 0;
+        self.dealt = false;
         self.phase = Phase::Top;
     }
 
@@ -122,7 +127,7 @@ impl<S: Stage> Stage for Repeat<S> {
                                 self.repetition = 0;
                                 return Ok(None);
                             }
-                            if self.repetition as f64 == repeats.floor() {
+                            if self.repetition as f64 == repeats.floor() && !self.dealt {
                                 let fraction = repeats - repeats.floor();
                                 let cut =
                                     (self.inner.len_worker() as f64 * fraction).floor() as u64;
@@ -182,17 +187,19 @@ impl<S: Stage> Stage for Repeat<S> {
         Ok(StageState::Repeat {
             repetition: self.repetition,
             index: self.index,
+            dealt: self.dealt,
             inner: Box::new(self.inner.state()?),
         })
     }
 
     fn restore(&mut self, state: &StageState) -> Result<()> {
-        let StageState::Repeat { repetition, index, inner } = state else {
+        let StageState::Repeat { repetition, index, dealt, inner } = state else {
             return Err(mismatch("repetition", state));
         };
         self.inner.restore(inner)?;
         self.repetition = *repetition;
         self.index = *index;
+        self.dealt = *dealt;
         // The reference restarts its generator at the top of the loop, which recomputes the cut
         // and continues the inner stage where its own state says.
         self.phase = Phase::Top;
@@ -256,6 +263,17 @@ mod tests {
         first_two.sort_unstable();
         assert_eq!(first_two, (0..80).collect::<Vec<_>>());
         assert_eq!(stage.len_worker(), 40);
+    }
+
+    #[test]
+    fn a_dealt_repetition_is_read_whole_and_ends_the_pass() {
+        let mut stage = Repeat::times(leaf_stage(10), 2.5, 0).unwrap();
+        let StageState::Repeat { inner, .. } = stage.state().unwrap() else { unreachable!() };
+        let dealt = StageState::Repeat { repetition: 2, index: 0, dealt: true, inner };
+        stage.restore(&dealt).unwrap();
+        // Not cut at 5 where the fraction would cut it; the next pass is the usual 10 + 10 + 5.
+        assert_eq!(pass_lengths(&mut stage, 2), [10, 25]);
+        assert!(matches!(stage.state().unwrap(), StageState::Repeat { dealt: false, .. }));
     }
 
     #[test]

@@ -41,6 +41,11 @@ pub enum StageState {
         repetition: u64,
         /// Items yielded in the current repetition (`_index`).
         index: u64,
+        /// The current repetition reads a share of a pass dealt from a job with another number
+        /// of workers (`docs/elastic.md`): it is not cut and ends this pass. Always false in
+        /// the reference's terms.
+        #[serde(default)]
+        dealt: bool,
         /// The inner stage.
         inner: Box<StageState>,
     },

@@ -292,6 +292,37 @@ impl LeafIter {
         once.iter().copied().cycle().take(once.len() * times).collect()
     }
 
+    /// The first `n` samples of a fresh pass over the worker's slices (fewer if it has fewer):
+    /// whole slices in turn, in the order an epoch would draw them now (from a copy of the
+    /// stream; the iteration does not move). Empty for [`SliceOrder::WithReplacement`].
+    ///
+    /// This is a cut pass that another worker reads in this one's stead: the pass holds the
+    /// same number of samples, but the samples are not those the interleaved slots of an epoch
+    /// would have handed out first.
+    pub fn fresh_pass_prefix(&self, n: u64) -> Vec<(u64, u64)> {
+        if self.config.order == SliceOrder::WithReplacement {
+            return Vec::new();
+        }
+        let fresh = LeafIter { ranges: None, epoch: None, ..self.clone() };
+        let mut rng = self.rng.clone();
+        let order = fresh.slice_order(Some(&mut rng)).unwrap_or_default();
+        let table = Table::of(&self.slices, None);
+        let mut res = Vec::new();
+        let mut left = n;
+        for slice in order.into_iter().rev() {
+            if left == 0 {
+                break;
+            }
+            let (start, end) = table.bounds(slice);
+            let take = (end - start).min(left);
+            if take > 0 {
+                res.push((start, start + take));
+                left -= take;
+            }
+        }
+        res
+    }
+
     /// The same iteration with its next pass reading `ranges` (each once) instead of the
     /// worker's slices; the passes after it read the slices again. Returns `None` while an
     /// epoch is open (the current pass must end first) and for

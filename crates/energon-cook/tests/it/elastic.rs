@@ -55,11 +55,18 @@ impl TaskEncoder for Splitting {
 enum Source {
     /// The fixture's shards, one training pass (no repetition) or validation.
     Single { val: bool, msps: Option<u64> },
-    /// A generated dataset of `samples` samples in shards of `per_shard`, one training pass.
-    Generated { samples: u64, per_shard: usize, msps: Option<u64> },
-    /// An epochized blend of the shards (with a subset) and the JSONL file, whole repetitions,
-    /// one pass.
-    Epochized { repetitions: [u8; 2] },
+    /// A generated dataset of `samples` samples in shards of `per_shard`, one training pass;
+    /// `excludes` names samples (by index) and `exclude_shard` a shard its split leaves out.
+    Generated {
+        samples: u64,
+        per_shard: usize,
+        msps: Option<u64>,
+        excludes: Vec<u64>,
+        exclude_shard: Option<usize>,
+    },
+    /// An epochized blend of the shards (with a subset) and the JSONL file, whole or fractional
+    /// repetitions, one pass.
+    Epochized { repetitions: [f64; 2] },
     /// Validation over two leaves one after the other.
     Concat,
 }
@@ -169,10 +176,11 @@ fn build(
                 .max_samples_per_sequence(*msps);
             finish!(b)
         }
-        Source::Generated { samples, per_shard, msps } => {
+        Source::Generated { samples, per_shard, msps, excludes, exclude_shard } => {
             let root = dir.join("generated");
             if !root.exists() {
                 crate::util::text_dataset(&root, 0..*samples, *per_shard);
+                exclude(&root, *samples, *per_shard, excludes, *exclude_shard);
             }
             let opened = energon_reader::Dataset::open(&root, &Default::default()).unwrap();
             let b = LoaderBuilder::new(std::sync::Arc::new(opened), cfg, |raw| Ok(Some(raw.key)))
@@ -193,6 +201,24 @@ fn build(
             finish!(LoaderBuilder::from_plan(plan, |s| Ok(Some(s.key().to_owned()))))
         }
     }
+}
+
+/// Rewrites the split of a generated dataset to leave out the samples `excludes` (indices) and
+/// the shard `shard` (taken modulo the shard count, never the only one).
+fn exclude(root: &Path, samples: u64, per_shard: usize, excludes: &[u64], shard: Option<usize>) {
+    let shards = (samples as usize).div_ceil(per_shard);
+    let mut lines = String::new();
+    if let Some(s) = shard.filter(|_| shards > 1) {
+        lines.push_str(&format!("- parts/data-{}.tar\n", s % shards));
+    }
+    for &i in excludes {
+        let i = i % samples;
+        lines.push_str(&format!("- parts/data-{}.tar/{i:06}\n", i as usize / per_shard));
+    }
+    let train: String = (0..shards).map(|s| format!("  - parts/data-{s}.tar\n")).collect();
+    let split = format!("split_parts:\n  train:\n{train}exclude:\n{lines}");
+    let split = if lines.is_empty() { split.replace("exclude:\n", "exclude: []\n") } else { split };
+    std::fs::write(root.join(".nv-meta/split.yaml"), split).unwrap();
 }
 
 /// Every sample a key names, as `leaf/index` (the leaf from the blend or concatenation part).
@@ -262,7 +288,31 @@ fn check(p: &Params) -> Result<(), TestCaseError> {
     // fewer new workers than old ones with such a call in the same stage (then its other
     // outputs are dropped: at most one per old worker).
     let fewer = new_world * new_workers.max(1) < world * workers.max(1);
-    if p.generator && fewer {
+    if let Source::Epochized { repetitions } = &p.source
+        && repetitions.iter().any(|r| r.fract() != 0.0)
+    {
+        // A partial repetition not begun reads other samples than the old workers would have
+        // (docs/elastic.md): the per-leaf counts are kept, each sample is read as often as a
+        // whole number of repetitions around the fraction allows.
+        prop_assert!(!p.generator, "fractions are tested without generators");
+        for (leaf, r) in repetitions.iter().enumerate() {
+            let of_leaf = |m: &BTreeMap<String, usize>| -> BTreeMap<String, usize> {
+                m.iter()
+                    .filter(|(s, _)| s.starts_with(&format!("{leaf}/")))
+                    .map(|(s, n)| (s.clone(), *n))
+                    .collect()
+            };
+            let (w, g) = (of_leaf(&want), of_leaf(&got));
+            prop_assert_eq!(w.values().sum::<usize>(), g.values().sum::<usize>(), "{:?}", p);
+            let (lo, hi) = (r.floor() as usize, r.ceil() as usize);
+            for (sample, n) in w.iter().chain(&g) {
+                prop_assert!((lo..=hi).contains(n), "{sample}: {n} reads, {p:?}");
+            }
+            if lo >= 1 {
+                prop_assert!(w.keys().eq(g.keys()), "{:?}", p);
+            }
+        }
+    } else if p.generator && fewer {
         for (sample, n) in &want {
             let g = got.get(sample).copied().unwrap_or(0);
             prop_assert!(g == *n || (g + 1 == *n && n % 2 == 0), "{sample}: {g} of {n}, {p:?}");
@@ -275,12 +325,23 @@ fn check(p: &Params) -> Result<(), TestCaseError> {
 }
 
 fn params() -> impl Strategy<Value = Params> {
+    let repetitions = prop::sample::select(vec![0.3, 0.5, 1.0, 1.5, 2.0, 2.25]);
     let source = prop_oneof![
         (any::<bool>(), prop::option::of(3u64..30))
             .prop_map(|(val, msps)| Source::Single { val, msps }),
-        (1u8..4, 1u8..3).prop_map(|(a, b)| Source::Epochized { repetitions: [a, b] }),
-        (20u64..300, 1usize..80, prop::option::of(2u64..20))
-            .prop_map(|(samples, per_shard, msps)| Source::Generated { samples, per_shard, msps }),
+        (1u8..4, 1u8..3).prop_map(|(a, b)| Source::Epochized { repetitions: [a.into(), b.into()] }),
+        (repetitions.clone(), repetitions)
+            .prop_map(|(a, b)| Source::Epochized { repetitions: [a, b] }),
+        (
+            20u64..300,
+            1usize..80,
+            prop::option::of(2u64..20),
+            prop::collection::vec(any::<u64>(), 0..6),
+            prop::option::of(any::<usize>())
+        )
+            .prop_map(|(samples, per_shard, msps, excludes, exclude_shard)| {
+                Source::Generated { samples, per_shard, msps, excludes, exclude_shard }
+            }),
         Just(Source::Concat),
     ];
     let topology = (1usize..=5, 0usize..=4);
@@ -295,15 +356,20 @@ fn params() -> impl Strategy<Value = Params> {
         any::<bool>(),
     )
         .prop_map(
-            |(source, before, after, shuffle_buffer, batch_size, generator, cuts, json)| Params {
-                source,
-                before,
-                after,
-                shuffle_buffer,
-                batch_size,
-                generator,
-                cuts,
-                json,
+            |(source, before, after, shuffle_buffer, batch_size, generator, cuts, json)| {
+                // A generator's outputs would count twice against a fraction's bounds.
+                let fractional = matches!(&source, Source::Epochized { repetitions }
+                    if repetitions.iter().any(|r| r.fract() != 0.0));
+                Params {
+                    source,
+                    before,
+                    after,
+                    shuffle_buffer,
+                    batch_size,
+                    generator: generator && !fractional,
+                    cuts,
+                    json,
+                }
             },
         )
 }
@@ -321,7 +387,7 @@ proptest! {
 fn two_ranks_of_two_workers_continue_on_three_ranks_of_one() {
     for cut in [0, 7, 40, 90] {
         let p = Params {
-            source: Source::Epochized { repetitions: [2, 1] },
+            source: Source::Epochized { repetitions: [2.0, 1.0] },
             before: (2, 2),
             after: (3, 1),
             shuffle_buffer: 10,
@@ -329,6 +395,23 @@ fn two_ranks_of_two_workers_continue_on_three_ranks_of_one() {
             generator: true,
             cuts: vec![cut, cut / 2],
             json: false,
+        };
+        check(&p).unwrap();
+    }
+}
+
+#[test]
+fn fractional_repetitions_continue_on_another_number_of_workers() {
+    for (repetitions, cut) in [([1.5, 0.5], 30), ([0.3, 2.25], 5), ([2.25, 1.0], 70)] {
+        let p = Params {
+            source: Source::Epochized { repetitions },
+            before: (2, 2),
+            after: (3, 1),
+            shuffle_buffer: 6,
+            batch_size: Some(2),
+            generator: false,
+            cuts: vec![cut, cut / 3],
+            json: true,
         };
         check(&p).unwrap();
     }

@@ -332,6 +332,28 @@ fn a_sequential_remainder_keeps_its_order() {
     assert_eq!(epoch(&mut it), [0, 1, 2, 3, 4]);
 }
 
+#[test]
+fn a_fresh_pass_prefix_takes_whole_slices_in_a_drawn_order() {
+    let slices = slices_of(&[5, 7, 3], Some(2));
+    let mut it = leaf(slices, shuffled(1, 3), &cfg1(), 0);
+    let all = it.fresh_pass_prefix(u64::MAX);
+    assert_eq!(samples_of(&all), (0..15).collect::<Vec<_>>());
+    // Not in slice order, and the same draw each time: the iteration does not move.
+    assert_ne!(all, it.full_pass());
+    assert_eq!(it.fresh_pass_prefix(u64::MAX), all);
+    let prefix = it.fresh_pass_prefix(6);
+    assert_eq!(samples_of(&prefix).len(), 6);
+    assert_eq!(prefix[..prefix.len() - 1], all[..prefix.len() - 1]);
+    assert_eq!(it.fresh_pass_prefix(0), Vec::new());
+    // An open epoch or a remainder does not change what a fresh pass is.
+    it.next_index().unwrap();
+    assert_eq!(samples_of(&it.fresh_pass_prefix(u64::MAX)).len(), 15);
+    let seq = leaf(slices_of(&[3, 2], None), LeafConfig::VAL, &cfg1(), 0);
+    assert_eq!(seq.fresh_pass_prefix(4), [(0, 3), (3, 4)]);
+    let forever = leaf(slices_of(&[4], None), config(SliceOrder::WithReplacement, 2), &cfg1(), 0);
+    assert_eq!(forever.fresh_pass_prefix(3), Vec::new());
+}
+
 proptest! {
     #[test]
     fn what_was_read_and_what_remains_make_the_pass(
