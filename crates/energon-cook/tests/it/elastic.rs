@@ -64,9 +64,9 @@ enum Source {
         excludes: Vec<u64>,
         exclude_shard: Option<usize>,
     },
-    /// An epochized blend of the shards (with a subset) and the JSONL file, whole or fractional
-    /// repetitions, one pass.
-    Epochized { repetitions: [f64; 2] },
+    /// An epochized blend of the shards (with a subset), the JSONL file and, with a third
+    /// count, the shards again (another subset), whole or fractional repetitions, one pass.
+    Epochized { repetitions: Vec<f64> },
     /// Validation over two leaves one after the other.
     Concat,
 }
@@ -88,15 +88,21 @@ fn metadataset(dir: &Path, source: &Source) -> std::path::PathBuf {
     let root = fixture();
     let (split, body) = match source {
         Source::Single { .. } | Source::Generated { .. } => unreachable!("no metadataset"),
-        Source::Epochized { repetitions: [a, b] } => (
-            "train",
-            format!(
-                "    blend_epochized:\n      - repetitions: {a}\n        path: {r}\n        \
-                 subset: {{range: [10%, 90%]}}\n      - repetitions: {b}\n        path: {j}\n",
-                r = root.display(),
-                j = root.join("jsonl/data.jsonl").display(),
-            ),
-        ),
+        Source::Epochized { repetitions } => {
+            let jsonl = root.join("jsonl/data.jsonl");
+            let (r, j) = (root.display(), jsonl.display());
+            let leaves = [
+                format!("path: {r}\n        subset: {{range: [10%, 90%]}}"),
+                format!("path: {j}"),
+                format!("path: {r}\n        subset: {{range: [0%, 40%]}}"),
+            ];
+            let body: String = repetitions
+                .iter()
+                .zip(leaves)
+                .map(|(n, leaf)| format!("      - repetitions: {n}\n        {leaf}\n"))
+                .collect();
+            ("train", format!("    blend_epochized:\n{body}"))
+        }
         Source::Concat => (
             "val",
             format!(
@@ -204,12 +210,14 @@ fn build(
 }
 
 /// Rewrites the split of a generated dataset to leave out the samples `excludes` (indices) and
-/// the shard `shard` (taken modulo the shard count, never the only one).
+/// the shard `shard` (taken modulo the shard count; none that would leave fewer than 20 samples,
+/// one per worker of the largest topology).
 fn exclude(root: &Path, samples: u64, per_shard: usize, excludes: &[u64], shard: Option<usize>) {
     let shards = (samples as usize).div_ceil(per_shard);
+    let len = |s: usize| per_shard.min(samples as usize - s * per_shard);
     let mut lines = String::new();
-    if let Some(s) = shard.filter(|_| shards > 1) {
-        lines.push_str(&format!("- parts/data-{}.tar\n", s % shards));
+    if let Some(s) = shard.map(|s| s % shards).filter(|&s| samples as usize - len(s) >= 20) {
+        lines.push_str(&format!("- parts/data-{s}.tar\n"));
     }
     for &i in excludes {
         let i = i % samples;
@@ -329,9 +337,11 @@ fn params() -> impl Strategy<Value = Params> {
     let source = prop_oneof![
         (any::<bool>(), prop::option::of(3u64..30))
             .prop_map(|(val, msps)| Source::Single { val, msps }),
-        (1u8..4, 1u8..3).prop_map(|(a, b)| Source::Epochized { repetitions: [a.into(), b.into()] }),
-        (repetitions.clone(), repetitions)
-            .prop_map(|(a, b)| Source::Epochized { repetitions: [a, b] }),
+        prop::collection::vec(1u8..4, 2..=3).prop_map(|r| Source::Epochized {
+            repetitions: r.into_iter().map(f64::from).collect()
+        }),
+        prop::collection::vec(repetitions, 2..=3)
+            .prop_map(|repetitions| Source::Epochized { repetitions }),
         (
             20u64..300,
             1usize..80,
@@ -387,7 +397,7 @@ proptest! {
 fn two_ranks_of_two_workers_continue_on_three_ranks_of_one() {
     for cut in [0, 7, 40, 90] {
         let p = Params {
-            source: Source::Epochized { repetitions: [2.0, 1.0] },
+            source: Source::Epochized { repetitions: vec![2.0, 1.0] },
             before: (2, 2),
             after: (3, 1),
             shuffle_buffer: 10,
@@ -402,9 +412,11 @@ fn two_ranks_of_two_workers_continue_on_three_ranks_of_one() {
 
 #[test]
 fn fractional_repetitions_continue_on_another_number_of_workers() {
-    for (repetitions, cut) in [([1.5, 0.5], 30), ([0.3, 2.25], 5), ([2.25, 1.0], 70)] {
+    let cases: [(&[f64], usize); 3] =
+        [(&[1.5, 0.5], 30), (&[0.3, 2.25, 1.0], 5), (&[2.25, 1.0, 0.5], 70)];
+    for (repetitions, cut) in cases {
         let p = Params {
-            source: Source::Epochized { repetitions },
+            source: Source::Epochized { repetitions: repetitions.to_vec() },
             before: (2, 2),
             after: (3, 1),
             shuffle_buffer: 6,
