@@ -147,3 +147,35 @@ def test_torch_option_returns_tensors_sharing_memory(ref_small, wc2):
     image = energon_rs.load_dataset(ref_small).reader("train")[0].image
     t = torch.from_numpy(image)
     assert t.data_ptr() == image.ctypes.data
+
+
+def test_plain_dataclass_subclasses_redeclare_the_base_fields():
+    # Task samples written for the reference (Megatron-LM's among them) redeclare the base fields
+    # without defaults under a plain `@dataclass` and add more after them. The base's slots keep
+    # its defaults off the class, so the redeclared fields have none, as with the reference.
+    import dataclasses
+    import pickle
+
+    @dataclasses.dataclass
+    class TaskSample(energon_rs.Sample):
+        __key__: str
+        __restore_key__: tuple
+        __subflavor__: dict
+        __subflavors__: dict
+        tokens: list
+        labels: list = None
+
+    s = TaskSample(
+        __key__="k", __restore_key__=("Webdataset", 1), __subflavor__=None,
+        __subflavors__={"a": 1}, tokens=[1, 2])
+    assert (s.__key__, s.__subflavors__, s.tokens, s.labels, s.__sources__) == (
+        "k", {"a": 1}, [1, 2], None, None)
+    with pytest.raises(TypeError):
+        # `__subflavors__` has no default here.
+        TaskSample(__key__="k", __restore_key__=(), __subflavor__=None, tokens=[])
+    for cls in (energon_rs.Sample, energon_rs.CaptioningSample, energon_rs.VQASample):
+        assert "__slots__" in vars(cls), cls
+    sample = energon_rs.TextSample(__key__="a", __restore_key__=("Webdataset", 3), text="hi")
+    assert pickle.loads(pickle.dumps(sample)) == sample
+    with pytest.raises(AttributeError):
+        sample.other = 1

@@ -72,7 +72,7 @@ class RawVideo:
     data: memoryview
 
 
-@dataclass(kw_only=True)
+@edataclass
 class Sample:
     """Base of every sample type (the reference's `Sample`)."""
 
@@ -158,7 +158,7 @@ class CrudeSample(dict):
     sample."""
 
 
-@dataclass(kw_only=True)
+@edataclass
 class CaptioningSample(Sample):
     """An image with a caption."""
 
@@ -166,14 +166,14 @@ class CaptioningSample(Sample):
     caption: Any
 
 
-@dataclass(kw_only=True)
+@edataclass
 class ImageSample(Sample):
     """An image."""
 
     image: Any
 
 
-@dataclass(kw_only=True)
+@edataclass
 class ImageClassificationSample(Sample):
     """An image with a class label."""
 
@@ -182,14 +182,14 @@ class ImageClassificationSample(Sample):
     label_name: Optional[Any] = None
 
 
-@dataclass(kw_only=True)
+@edataclass
 class InterleavedSample(Sample):
     """A sequence of images and texts."""
 
     sequence: list[Any]
 
 
-@dataclass(kw_only=True)
+@edataclass
 class MultiChoiceVQASample(Sample):
     """A multiple-choice question about an image."""
 
@@ -199,7 +199,7 @@ class MultiChoiceVQASample(Sample):
     correct_choice_idx: Any = 0
 
 
-@dataclass(kw_only=True)
+@edataclass
 class OCRSample(Sample):
     """An image with OCR annotations."""
 
@@ -216,7 +216,7 @@ class OCRSample(Sample):
     chars_text: Optional[Any] = None
 
 
-@dataclass(kw_only=True)
+@edataclass
 class SimilarityInterleavedSample(Sample):
     """Images and texts with their similarities."""
 
@@ -228,14 +228,14 @@ class SimilarityInterleavedSample(Sample):
     matched_text_indices: Optional[Any] = None
 
 
-@dataclass(kw_only=True)
+@edataclass
 class TextSample(Sample):
     """A text."""
 
     text: Any
 
 
-@dataclass(kw_only=True)
+@edataclass
 class VQASample(Sample):
     """A question about an image, with answers."""
 
@@ -245,7 +245,7 @@ class VQASample(Sample):
     answer_weights: Optional[Any] = None
 
 
-@dataclass(kw_only=True)
+@edataclass
 class VQAOCRSample(Sample):
     """A question about an image with text, with answers and word annotations."""
 
@@ -258,7 +258,7 @@ class VQAOCRSample(Sample):
     words_text: Optional[Any] = None
 
 
-@dataclass(kw_only=True)
+@edataclass
 class VidQASample(Sample):
     """A question about a video (an `energon_rs.av.AVDecoder` with the default `av_decode`),
     with answers."""
