@@ -1,16 +1,23 @@
 //! The combining stages of a metadataset: [`Blend`] (children sampled by weight, the reference's
-//! `BlendDataset`) and [`Concat`] (children one after the other, its `ConcatDataset`).
+//! `BlendDataset`) and [`Concat`] (children one after the other, its `ConcatDataset`), and the
+//! pipelines of datasets built separately combined by them ([`combine_pipelines`], and
+//! [`mix_batch_pipelines`]: blended, then grouped by a mixing hook).
 //!
 //! Both only look at their items' restore keys: an item that came from child `i` has
 //! `("BlendDataset", i)` (or `("ConcatDataset", i)`) prepended, as the reference prepends it.
 
+use std::sync::Arc;
+
 use energon_dist::{WorkerConfig, WorkerRng};
 
 use crate::{
+    batch::BatchStage,
     builder::BoxStage,
-    context::ItemCounter,
+    context::{ItemCounter, SampleContext, StageEnv, WorkerInfo},
     epoch::WorkerTop,
     error::{Error, Result},
+    hook::{HookResult, Outputs},
+    policy::{ErrorPolicy, FailureStats},
     restore_key::KeyPart,
     stage::{Keyed, Stage, bad_key, split_key},
     state::{StageState, mismatch},
@@ -199,6 +206,76 @@ pub fn combine_pipelines<T: Send + 'static>(
     weights: Option<&[f32]>,
     worker_config: &WorkerConfig,
 ) -> Result<Vec<BoxStage<T>>> {
+    by_worker(children, worker_config)?
+        .into_iter()
+        .enumerate()
+        .map(|(worker, pipelines)| {
+            let combined = combined(pipelines, weights, worker_config, worker)?;
+            Ok(Box::new(WorkerTop::new(combined, ItemCounter::default())) as BoxStage<T>)
+        })
+        .collect()
+}
+
+/// The hook that mixes consecutive items of blended pipelines into one (the reference's
+/// `batch_mix_fn` of `MixBatchDataset`); it gets the call's context as a `batch` hook does.
+pub type MixFn<T, B> =
+    Arc<dyn Fn(Vec<Keyed<T>>, &SampleContext) -> HookResult<Outputs<B>> + Send + Sync>;
+
+/// How [`mix_batch_pipelines`] groups the blended items.
+pub struct MixBatch<T, B> {
+    /// Items per call of `mix` (at least 1).
+    pub batch_size: usize,
+    /// Makes one item (or, as a generator, several) of each group.
+    pub mix: MixFn<T, B>,
+    /// The error policy of `mix` (a failing call drops its group).
+    pub policy: ErrorPolicy,
+    /// Where the failures of `mix` are counted.
+    pub stats: FailureStats,
+}
+
+impl<T, B> std::fmt::Debug for MixBatch<T, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MixBatch")
+            .field("batch_size", &self.batch_size)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The per-worker pipelines of datasets built separately, blended by `weights` as
+/// [`combine_pipelines`] blends them, and then grouped `batch_size` at a time by `mix` (the
+/// reference's `MixBatchDataset`: a `BlendDataset` under a `BatchDataset`). A group's key is
+/// `("BatchDataset", index, *keys of its blended items)`; the batch stage is the worker's
+/// outermost stage, so `mix` sees the worker's item index (`current_batch_index`).
+pub fn mix_batch_pipelines<T: Send + 'static, B: Send + 'static>(
+    children: Vec<Vec<BoxStage<T>>>,
+    weights: &[f32],
+    mix: MixBatch<T, B>,
+    worker_config: &WorkerConfig,
+) -> Result<Vec<BoxStage<B>>> {
+    by_worker(children, worker_config)?
+        .into_iter()
+        .enumerate()
+        .map(|(worker, pipelines)| {
+            let blended = combined(pipelines, Some(weights), worker_config, worker)?;
+            let env = StageEnv {
+                worker: WorkerInfo::new(worker_config, worker)?,
+                items: ItemCounter::default(),
+                stats: mix.stats.clone(),
+                policy: mix.policy,
+            };
+            let f = Arc::clone(&mix.mix);
+            let batches = BatchStage::new(blended, mix.batch_size, false, f, env.clone())?;
+            Ok(Box::new(WorkerTop::new(Box::new(batches) as BoxStage<B>, env.items)) as BoxStage<B>)
+        })
+        .collect()
+}
+
+/// `children[c][w]` regrouped by worker: `res[w][c]`.
+fn by_worker<T>(
+    children: Vec<Vec<BoxStage<T>>>,
+    worker_config: &WorkerConfig,
+) -> Result<Vec<Vec<BoxStage<T>>>> {
     let n_workers = worker_config.n_local_workers();
     let mut per_worker: Vec<Vec<BoxStage<T>>> = (0..n_workers).map(|_| Vec::new()).collect();
     for child in children {
@@ -213,20 +290,23 @@ pub fn combine_pipelines<T: Send + 'static>(
             per_worker[worker].push(pipeline);
         }
     }
-    per_worker
-        .into_iter()
-        .enumerate()
-        .map(|(worker, pipelines)| {
-            let combined: BoxStage<T> = match weights {
-                Some(weights) => {
-                    let rng = worker_config.worker_rng(worker)?;
-                    Box::new(Blend::new(pipelines, weights.to_vec(), rng)?)
-                }
-                None => Box::new(Concat::new(pipelines)?),
-            };
-            Ok(Box::new(WorkerTop::new(combined, ItemCounter::default())) as BoxStage<T>)
-        })
-        .collect()
+    Ok(per_worker)
+}
+
+/// One worker's pipelines blended by `weights` with its blend stream, or concatenated.
+fn combined<T: Send + 'static>(
+    pipelines: Vec<BoxStage<T>>,
+    weights: Option<&[f32]>,
+    worker_config: &WorkerConfig,
+    worker: usize,
+) -> Result<BoxStage<T>> {
+    Ok(match weights {
+        Some(weights) => {
+            let rng = worker_config.worker_rng(worker)?;
+            Box::new(Blend::new(pipelines, weights.to_vec(), rng)?)
+        }
+        None => Box::new(Concat::new(pipelines)?),
+    })
 }
 
 /// Re-creates an item of child `i` from a key `(name, i, rest...)`.

@@ -82,7 +82,7 @@ pub mod state;
 
 pub use crate::{
     batch::{Batch, Batcher},
-    blend::{Blend, Concat, combine_pipelines},
+    blend::{Blend, Concat, MixBatch, MixFn, combine_pipelines, mix_batch_pipelines},
     builder::{
         BoxStage, LeafLoad, LoaderBuilder, MapFn, SampleSource, key_worker, max_open_shards,
         restore_in,

@@ -1,38 +1,58 @@
-//! Datasets built separately and combined as a whole (the reference's `BlendDataset` and
-//! `ConcatDataset` around datasets each made by `get_train_dataset`): every dataset's worker
-//! pipelines, with their own task encoders and batch sizes, blended or concatenated worker by
-//! worker by energon-cook.
+//! Datasets built separately and combined as a whole (the reference's `BlendDataset`,
+//! `ConcatDataset` and `MixBatchDataset` around datasets each made by `get_train_dataset`):
+//! every dataset's worker pipelines, with their own task encoders and batch sizes, blended or
+//! concatenated worker by worker by energon-cook, and for a mix the blended batches grouped by
+//! the Python `batch_mix_fn`.
 
 use std::sync::Arc;
 
 use energon_cook::{
-    FailureStats, Loader, LoaderConfig, LoaderState, combine_pipelines, key_worker, restore_in,
+    FailureStats, Keyed, Loader, LoaderConfig, LoaderState, MixBatch, MixFn, Outputs,
+    combine_pipelines, key_worker, mix_batch_pipelines, restore_in,
 };
 use energon_dist::WorkerConfig;
 use pyo3::prelude::*;
 
 use crate::{
+    convert::Converter,
     dataset::{DatasetSpec, Pipelines},
-    errors::{config_error, to_py_err},
+    encoder::WorkerBatch,
+    errors::{LoaderError, config_error, to_py_err},
     hooks::Hooks,
     loader::{LoaderSource, Raw, RustLoader},
 };
 
-/// Datasets combined: blended by weight (`weights` given) or one after the other.
+/// Datasets combined: blended by weight (`weights` given) or one after the other; with `mix`,
+/// the blended batches grouped by its hooks' `batch`.
 #[pyclass(name = "_CombinedSpec", module = "energon_rs._native", frozen)]
 pub(crate) struct CombinedSpec {
     children: Vec<Py<DatasetSpec>>,
     weights: Option<Vec<f32>>,
+    mix: Option<Mix>,
     worker_config: WorkerConfig,
+}
+
+/// How blended batches are mixed: `batch_size` of them at a time by `hooks.batch`.
+struct Mix {
+    batch_size: usize,
+    hooks: Arc<Hooks>,
 }
 
 #[pymethods]
 impl CombinedSpec {
     /// Combines `children` (datasets of one worker configuration, all batched or none):
-    /// blended by `weights` (one per child, positive), or concatenated without weights.
+    /// blended by `weights` (one per child, positive), or concatenated without weights. With
+    /// `mix_batch_size` and `mix_hooks` (a hooks object, see `Hooks::from_py`, whose `batch` is
+    /// the mixing function), batched children are blended and their batches mixed
+    /// `mix_batch_size` at a time.
     #[new]
-    #[pyo3(signature = (children, weights = None))]
-    fn new(children: Vec<Py<DatasetSpec>>, weights: Option<Vec<f32>>) -> PyResult<Self> {
+    #[pyo3(signature = (children, weights = None, mix_batch_size = None, mix_hooks = None))]
+    fn new(
+        children: Vec<Py<DatasetSpec>>,
+        weights: Option<Vec<f32>>,
+        mix_batch_size: Option<usize>,
+        mix_hooks: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         let Some(first) = children.first() else {
             return Err(config_error("combining datasets needs at least one dataset"));
         };
@@ -48,7 +68,19 @@ impl CombinedSpec {
         if weights.as_ref().is_some_and(|w| w.len() != children.len()) {
             return Err(config_error("one weight per blended dataset"));
         }
-        let spec = CombinedSpec { children, weights, worker_config };
+        let mix = match (mix_batch_size, mix_hooks) {
+            (None, None) => None,
+            (Some(batch_size), Some(hooks)) => {
+                if weights.is_none() || !first.get().batches() {
+                    return Err(config_error(
+                        "mixing batches needs weights and datasets that batch (batch_size=1)",
+                    ));
+                }
+                Some(Mix { batch_size, hooks: Arc::new(Hooks::from_py(&hooks)?) })
+            }
+            _ => return Err(config_error("mixing batches needs mix_batch_size and mix_hooks")),
+        };
+        let spec = CombinedSpec { children, weights, mix, worker_config };
         // The settings are checked now, as for one dataset.
         spec.pipelines().map_err(|e| to_py_err(&e))?;
         Ok(spec)
@@ -79,6 +111,29 @@ impl CombinedSpec {
             }
         }
         let weights = self.weights.as_deref();
+        if let (Some(mix), Some(weights)) = (&self.mix, weights) {
+            let hooks = Arc::clone(&mix.hooks);
+            let f: MixFn<WorkerBatch, WorkerBatch> = Arc::new(move |batches, ctx| {
+                Ok(match hooks.batch_objects(batches, batch_to_py, ctx)? {
+                    Outputs::One(obj) => Outputs::One(WorkerBatch::Py(obj)),
+                    Outputs::Many(objs) => {
+                        Outputs::Many(objs.into_iter().map(WorkerBatch::Py).collect())
+                    }
+                })
+            });
+            let mix = MixBatch {
+                batch_size: mix.batch_size,
+                mix: f,
+                policy: energon_cook::ErrorPolicy::default(),
+                stats,
+            };
+            return Ok(Pipelines::Batches(mix_batch_pipelines(
+                batches,
+                weights,
+                mix,
+                &self.worker_config,
+            )?));
+        }
         Ok(if batches.is_empty() {
             Pipelines::Samples(combine_pipelines(samples, weights, &self.worker_config)?)
         } else {
@@ -87,9 +142,23 @@ impl CombinedSpec {
     }
 }
 
+/// A blended batch as the mixing function gets it: collated batches become their Python
+/// batch, with their key.
+fn batch_to_py<'py>(
+    conv: &Converter<'py>,
+    batch: Keyed<WorkerBatch>,
+) -> PyResult<Bound<'py, PyAny>> {
+    match batch.value {
+        WorkerBatch::Collated(collated) => collated.with_key(batch.restore_key).into_py(conv),
+        WorkerBatch::Py(obj) => Ok(obj.into_bound(conv.py())),
+        WorkerBatch::Failed(message) => Err(LoaderError::new_err(message)),
+    }
+}
+
 impl LoaderSource for CombinedSpec {
     fn all_hooks(&self) -> Vec<Arc<Hooks>> {
-        self.children.iter().map(|c| Arc::clone(c.get().hooks())).collect()
+        let children = self.children.iter().map(|c| Arc::clone(c.get().hooks()));
+        children.chain(self.mix.iter().map(|m| Arc::clone(&m.hooks))).collect()
     }
 
     fn worker_config(&self) -> WorkerConfig {
@@ -106,8 +175,8 @@ impl LoaderSource for CombinedSpec {
             return Err(energon_cook::Error::InvalidSetting {
                 setting: "restore",
                 value: "a saved state".to_owned(),
-                reason: "restoring combined datasets (BlendDataset, ConcatDataset) is not \
-                         supported yet",
+                reason: "restoring combined datasets (BlendDataset, ConcatDataset, \
+                         MixBatchDataset) is not supported yet",
             });
         }
         let cfg = self.worker_config;

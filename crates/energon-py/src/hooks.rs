@@ -157,13 +157,21 @@ impl Hooks {
 
     /// A hook's result as outputs: the Python side's list of many for a generator hook.
     fn outputs(&self, out: Bound<'_, PyAny>) -> PyResult<Outputs<Item>> {
+        Ok(match self.py_outputs(out)? {
+            Outputs::One(obj) => Outputs::One(Item::Py(obj)),
+            Outputs::Many(objs) => Outputs::Many(objs.into_iter().map(Item::Py).collect()),
+        })
+    }
+
+    /// A hook's result as Python objects: the Python side's list of many for a generator hook.
+    fn py_outputs(&self, out: Bound<'_, PyAny>) -> PyResult<Outputs<Py<PyAny>>> {
         if let Some(many) = &self.many
             && out.is_instance(many.bind(out.py()))?
         {
-            let items = out.try_iter()?.map(|o| Ok(Item::Py(o?.unbind())));
-            return Ok(Outputs::Many(items.collect::<PyResult<_>>()?));
+            let objs = out.try_iter()?.map(|o| Ok(o?.unbind()));
+            return Ok(Outputs::Many(objs.collect::<PyResult<_>>()?));
         }
-        Ok(Outputs::One(Item::Py(out.unbind())))
+        Ok(Outputs::One(out.unbind()))
     }
 
     /// Runs `f` with the GIL: `Ok(None)` (the skip marker) skips the sample, an exception that
@@ -396,6 +404,29 @@ impl Hooks {
             match self.batch.as_ref().or(self.default_batch.as_ref()) {
                 Some(hook) => Ok(self.invoke(hook, list.into_any(), ctx)?.map(Bound::unbind)),
                 None => Ok(Some(list.into_any().unbind())),
+            }
+        })
+    }
+
+    /// The Python `batch` over `items` as a list (each made a Python object by `to_py`, with the
+    /// GIL held), in the batch stage's context: the list itself when `batch` is not overridden,
+    /// a generator's batches as many; the skip marker skips the group.
+    pub(crate) fn batch_objects<T>(
+        &self,
+        items: Vec<T>,
+        to_py: for<'py> fn(&Converter<'py>, T) -> PyResult<Bound<'py, PyAny>>,
+        ctx: &SampleContext,
+    ) -> HookResult<Outputs<Py<PyAny>>> {
+        self.with_gil(|conv| {
+            let list = PyList::empty(conv.py());
+            for item in items {
+                list.append(to_py(&conv, item)?)?;
+            }
+            match &self.batch {
+                Some(hook) => {
+                    self.invoke(hook, list.into_any(), ctx)?.map(|o| self.py_outputs(o)).transpose()
+                }
+                None => Ok(Some(Outputs::One(list.into_any().unbind()))),
             }
         })
     }

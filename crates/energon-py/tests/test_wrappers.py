@@ -1,5 +1,6 @@
 """`get_dataset_from_config` and the wrapper datasets (`MapDataset`, `BatchDataset`),
-`AugmentTaskEncoder`, `traverse_metadataset`, `generic_concat`."""
+`AugmentTaskEncoder`, `traverse_metadataset`, `generic_concat`, and datasets built separately
+combined (`BlendDataset`, `ConcatDataset`, `MixBatchDataset`)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ from energon_rs.wrappers import (
     MapDataset,
     MixBatchDataset,
     SavableDataset,
+    concat_pad,
     generic_concat,
     get_dataset_from_config,
+    homogeneous_concat_mix,
     traverse_metadataset,
 )
 
@@ -55,7 +58,7 @@ def test_map_then_batch_then_map():
     assert len(captions) == 200 and all(c == c.upper() for c in captions)
     with pytest.raises(NotImplementedError, match="batches of batches"):
         BatchDataset(batched, batch_size=2, batcher=list, worker_config=WC)
-    with pytest.raises(NotImplementedError, match="MixBatchDataset"):
+    with pytest.raises(energon_rs.ConfigError, match="datasets that batch"):
         MixBatchDataset((ds, 1.0), (ds, 2.0), batch_size=2, worker_config=WC)
     with pytest.raises(TypeError, match="energon_rs dataset"):
         MapDataset([1, 2], lambda x: x)  # type: ignore[arg-type]
@@ -94,10 +97,73 @@ def test_generic_concat():
         names: list
         kind: str
 
-    out = generic_concat([B(np.zeros((2, 3)), ["a", "b"], "k"), B(np.ones((1, 3)), ["c"], "k")])
-    assert out.x.shape == (3, 3) and out.names == ["a", "b", "c"] and out.kind == "k"
-    with pytest.raises(ValueError, match="differing"):
-        generic_concat([1, 2])
+    out = generic_concat([B(np.zeros((2, 3)), ["a", "b"], "k"), B(np.ones((1, 4)), ["c"], "l")])
+    # Arrays along the first dimension, zero-padded to the widest; other values listed.
+    assert out.x.shape == (3, 4) and out.x[2].tolist() == [1, 1, 1, 1]
+    assert out.x[:2].sum() == 0
+    assert out.names == [["a", "b"], ["c"]] and out.kind == ["k", "l"]
+    assert generic_concat([{"n": 1}, {"n": 2}]) == {"n": [1, 2]}
+    assert concat_pad([np.ones((1, 2)), np.ones((2, 1))]).tolist() == [[1, 1], [1, 0], [1, 0]]
+    with pytest.raises(TypeError, match="one type"):
+        homogeneous_concat_mix([{"n": 1}, B(np.zeros(1), [], "")])
+
+
+def _train(task_encoder, wc=WC):
+    return energon_rs.get_train_dataset(
+        REF_SMALL, worker_config=wc, batch_size=1, task_encoder=task_encoder,
+        shuffle_buffer_size=None, max_samples_per_sequence=None,
+    )
+
+
+@pytest.mark.parametrize("nw", [0, 2])
+def test_mix_batch_dataset_groups_blended_batches(nw):
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=nw)
+    a, b = _train(_Tagged("a"), wc), _train(_Tagged("b"), wc)
+    # The default mix: the list of the blended batches.
+    mixed = MixBatchDataset((a, 2), (b, 8), batch_size=10, worker_config=wc)
+    loader = energon_rs.get_loader(mixed)
+    items = [x for _, x in zip(range(100), loader)]
+    assert all(len(x) == 10 for x in items)
+    tags = [batch["tag"] for x in items for batch in x]
+    assert 100 <= tags.count("a") <= 300, tags.count("a")
+    # Concatenated batches of one type, each made again from its restore key.
+    concat = MixBatchDataset((a, 2), (b, 8), batch_size=10, batch_mix_fn=homogeneous_concat_mix,
+                             worker_config=wc)
+    loader = energon_rs.get_loader(concat)
+    items = [x for _, x in zip(range(30), loader)]
+    assert [x["tag"] for x in items[:10]] == [[batch["tag"] for batch in x] for x in mixed_first(mixed)]
+    for x in items[::7]:
+        assert len(x["keys"]) == 10 and x["__restore_key__"][3] == "BatchDataset"
+        assert loader.restore_sample(x["__restore_key__"]) == x
+
+
+def mixed_first(mixed):
+    return [x for _, x in zip(range(10), energon_rs.get_loader(mixed))]
+
+
+def test_mix_batch_functions_may_skip_and_generate():
+    a, b = _train(_Tagged("a")), _train(_Tagged("b"))
+
+    def b_first(batches):
+        if batches[0]["tag"] != "b":
+            raise energon_rs.SkipSample()
+        return [x["tag"] for x in batches]
+
+    skipping = MixBatchDataset((a, 1), (b, 1), batch_size=4, batch_mix_fn=b_first, worker_config=WC)
+    assert all(x[0] == "b" for _, x in zip(range(20), energon_rs.get_loader(skipping)))
+
+    def halves(batches):
+        yield [x["tag"] for x in batches[:2]]
+        yield [x["tag"] for x in batches[2:]]
+
+    generating = MixBatchDataset((a, 1), (b, 1), batch_size=4, batch_mix_fn=halves, worker_config=WC)
+    loader = energon_rs.get_loader(generating)
+    items = [x for _, x in zip(range(20), loader)]
+    assert all(len(x) == 2 for x in items)
+    plain = MixBatchDataset((a, 1), (b, 1), batch_size=4, batch_mix_fn=lambda bs: [x["tag"] for x in bs],
+                            worker_config=WC)
+    whole = [x for _, x in zip(range(10), energon_rs.get_loader(plain))]
+    assert [t for x in items for t in x] == [t for x in whole for t in x]
 
 
 def test_listed_datasets_carry_their_dataset_yaml_subflavors(ref_small_copy, tmp_path):

@@ -176,3 +176,51 @@ fn separately_built_pipelines_blend_and_concatenate_with_loader_keys() {
         }
     }
 }
+
+#[test]
+fn separately_built_pipelines_mix_into_batches_that_keys_make_again() {
+    use std::sync::Arc;
+
+    use energon_cook::{
+        FailureStats, Loader, MixBatch, MixFn, Outputs, key_worker, mix_batch_pipelines, restore_in,
+    };
+    let cfg = WorkerConfig::new(0, 1, 2).unwrap();
+    let child = |tag: &'static str| {
+        LoaderBuilder::new(dataset(), cfg, move |raw| Ok(Some(format!("{tag}{}", raw.key))))
+            .batch_size(Some(1))
+            .batch_worker_pipelines(&Default::default())
+            .unwrap()
+    };
+    // Each mixed item: the worker's item index as the hook saw it, and the blended keys.
+    let mix: MixFn<Batch<String>, (u64, Vec<String>)> = Arc::new(|batches, ctx| {
+        let keys = batches.iter().flat_map(keys).collect();
+        Ok(Outputs::One((ctx.current_batch_index(), keys)))
+    });
+    let make = || {
+        let mix = MixBatch {
+            batch_size: 10,
+            mix: Arc::clone(&mix),
+            policy: Default::default(),
+            stats: FailureStats::default(),
+        };
+        mix_batch_pipelines(vec![child("a"), child("b")], &[2.0, 8.0], mix, &cfg).unwrap()
+    };
+    let mut loader = Loader::for_workers(make(), cfg, 2).unwrap();
+    let mut again = make();
+    let mut from_a = 0;
+    for step in 0..40u64 {
+        let item = loader.next().unwrap().unwrap();
+        let (batch_index, samples) = &item.value.value;
+        assert_eq!(samples.len(), 10);
+        // current_batch_index is the rank's item index: workers take turns.
+        assert_eq!(*batch_index, step);
+        from_a += samples.iter().filter(|k| k.starts_with('a')).count();
+        let global = loader.global_worker_id(item.worker);
+        let key = item.value.restore_key.of_loader(LoaderWrapper::Savable, global, item.index);
+        assert_eq!(key.parts()[3], energon_cook::KeyPart::Name("BatchDataset".into()));
+        let restored = restore_in(&mut again[key_worker(&key, &cfg).unwrap()], &key).unwrap();
+        assert_eq!(&restored.value.1, samples);
+    }
+    // About 2 of 10 blended batches come from the first dataset.
+    assert!((50..=110).contains(&from_a), "{from_a} of 400");
+}

@@ -139,7 +139,13 @@ class _DatasetSpec:
 
 @final
 class _CombinedSpec:
-    def __new__(cls, children: list[_DatasetSpec], weights: Optional[list[float]] = None) -> _CombinedSpec: ...
+    def __new__(
+        cls,
+        children: list[_DatasetSpec],
+        weights: Optional[list[float]] = None,
+        mix_batch_size: Optional[int] = None,
+        mix_hooks: Any = None,
+    ) -> _CombinedSpec: ...
     def restore_item(self, key: Any) -> Any: ...
 
 @final

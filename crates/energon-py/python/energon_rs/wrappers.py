@@ -11,8 +11,8 @@ A wrapper does not iterate anything itself: it describes its stage, and the resu
 pipeline of the Rust core with the stage in place (a map before batching runs as the sample
 hook, a batcher as the batch hook, a map after batching as the batch encoding). Stages that
 the core's fixed stage order cannot express (a second batching, a map between two stages it
-does not separate) raise `NotImplementedError`, as does `MixBatchDataset`. `BlendDataset` and
-`ConcatDataset` combine complete pipelines worker by worker in the Rust core.
+does not separate) raise `NotImplementedError`. `BlendDataset`, `ConcatDataset` and
+`MixBatchDataset` combine complete pipelines worker by worker in the Rust core.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ __all__ = [
     "MapDataset",
     "MixBatchDataset",
     "SavableDataset",
+    "concat_pad",
     "get_dataset_from_config",
     "generic_concat",
     "homogeneous_concat_mix",
@@ -225,22 +226,13 @@ def BatchDataset(  # noqa: N802 (the reference's class name)
     return _with_encoder(dataset, {"batch": batch}, batch_size=batch_size, batch_drop_last=drop_last)
 
 
-def _needs_core(name: str) -> Any:
-    def make(*args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(
-            f"{name} is not supported by energon_rs yet: blend the datasets (BlendDataset, or "
-            "blend in a metadataset) and batch them in one pipeline instead"
-        )
-
-    make.__name__ = name
-    return type(name, (SavableDataset,), {"__new__": lambda cls, *a, **k: make(*a, **k)})
-
-
 class _Combined(Dataset):
     """Datasets built separately (each by `get_train_dataset` or `get_val_dataset`, with its own
     task encoder and batch size) combined worker by worker in the Rust pipeline."""
 
-    def __init__(self, datasets: list, weights: Optional[list], worker_config: Any) -> None:
+    def __init__(
+        self, datasets: list, weights: Optional[list], worker_config: Any, mix: Optional[tuple] = None
+    ) -> None:
         if not datasets:
             raise ValueError("combining datasets needs at least one dataset")
         if any(not isinstance(d, Dataset) or isinstance(d, _Combined) for d in datasets):
@@ -250,8 +242,16 @@ class _Combined(Dataset):
         wc = datasets[0].worker_config
         if worker_config is not None and worker_config != wc:
             raise ValueError("worker_config must equal the datasets'")
-        spec = _native._CombinedSpec([d._spec for d in datasets], weights)
-        super().__init__(spec, wc, {"combined": [d.config() for d in datasets], "weights": weights})
+        config = {"combined": [d.config() for d in datasets], "weights": weights}
+        if mix is None:
+            spec = _native._CombinedSpec([d._spec for d in datasets], weights)
+        else:
+            batch_size, hooks = mix
+            config["mix_batch_size"] = batch_size
+            spec = _native._CombinedSpec(
+                [d._spec for d in datasets], weights, mix_batch_size=batch_size, mix_hooks=hooks
+            )
+        super().__init__(spec, wc, config)
         self.datasets = datasets
         self._hooks = datasets[0]._hooks
 
@@ -295,40 +295,93 @@ class ConcatDataset(_Combined):
         super().__init__(list(datasets), None, worker_config)
 
 
-MixBatchDataset = _needs_core("MixBatchDataset")
+class MixBatchDataset(_Combined):
+    """Datasets built separately (usually with `batch_size=1`), blended as `BlendDataset`
+    blends them, and their items grouped `batch_size` at a time by `batch_mix_fn` (by default
+    the list of the items; `homogeneous_concat_mix` concatenates batches of one type). The mix
+    function may raise `SkipSample` or be a generator; it sees the worker's
+    `current_batch_index` as a `batch` hook does."""
+
+    def __init__(
+        self,
+        *dataset_weights: tuple,
+        batch_size: int,
+        batch_mix_fn: Callable[[list], Any] = lambda x: x,
+        worker_config: Any = None,
+    ) -> None:
+        from .task_encoder import _hooks
+
+        if batch_size < 1:
+            raise _native.ConfigError(f"batch_size must be at least 1, not {batch_size}")
+        self.dataset_weights = list(dataset_weights)
+        datasets = [d for d, _ in dataset_weights]
+        if not all(isinstance(d, Dataset) and d._config.get("batch_size") for d in datasets):
+            raise _native.ConfigError(
+                "MixBatchDataset mixes datasets that batch (get_train_dataset(batch_size=1, ...))"
+            )
+
+        class _Mix(TaskEncoder):
+            def batch(self, samples: list) -> Any:
+                return batch_mix_fn(samples)
+
+        _Mix.batch.__qualname__ = getattr(batch_mix_fn, "__qualname__", "batch_mix_fn")
+        wc = worker_config if worker_config is not None else datasets[0].worker_config
+        hooks = _hooks(_Mix(), wc, bool(datasets[0]._config.get("torch")))
+        super().__init__(
+            datasets, [float(w) for _, w in dataset_weights], worker_config, (batch_size, hooks)
+        )
+
+
+
+def _is_array(value: Any) -> bool:
+    module = type(value).__module__
+    return module.startswith("torch") or (module == "numpy" and type(value).__name__ == "ndarray")
+
+
+def concat_pad(batch: list) -> Any:
+    """Tensors (torch or numpy) concatenated along the first dimension, each zero-padded at the
+    end of the other dimensions to their largest size."""
+    first = batch[0]
+    total = sum(b.shape[0] for b in batch)
+    size = [max(b.shape[d] for b in batch) for d in range(1, first.ndim)]
+    if type(first).__module__.startswith("torch"):
+        out = first.new_zeros((total, *size))
+    else:
+        import numpy as np
+
+        out = np.zeros((total, *size), dtype=first.dtype)
+    row = 0
+    for b in batch:
+        out[(slice(row, row + b.shape[0]), *(slice(0, s) for s in b.shape[1:]))] = b
+        row += b.shape[0]
+    return out
 
 
 def generic_concat(batches: list) -> Any:
-    """Concatenates batches of one type: tensors and arrays along the first dimension, lists
-    and tuples joined, dataclasses and dicts field by field; other values must be equal."""
+    """Concatenates batches: tensors and arrays along the first dimension (`concat_pad`),
+    dicts, dataclasses and named tuples field by field; any other value becomes the list of the
+    batches' values."""
     first = batches[0]
+    if _is_array(first):
+        return concat_pad(batches)
+    if isinstance(first, dict):
+        return {k: generic_concat([b[k] for b in batches]) for k in first}
     if dataclasses.is_dataclass(first) and not isinstance(first, type):
-        if any(type(b) is not type(first) for b in batches):
-            raise TypeError("generic_concat needs batches of one type")
         return type(first)(**{
             f.name: generic_concat([getattr(b, f.name) for b in batches])
             for f in dataclasses.fields(first) if f.init
         })
-    if isinstance(first, dict):
-        return {k: generic_concat([b[k] for b in batches]) for k in first}
-    if isinstance(first, (list, tuple)):
-        return type(first)(x for b in batches for x in b)
-    module = type(first).__module__
-    if module.startswith("torch"):
-        import torch
-
-        return torch.cat(batches)
-    if module == "numpy" and type(first).__name__ == "ndarray":
-        import numpy as np
-
-        return np.concatenate(batches)
-    if any(b != first for b in batches):
-        raise ValueError(f"cannot concatenate differing values {batches!r}")
-    return first
+    if isinstance(first, tuple) and hasattr(first, "_fields"):
+        return type(first)(**{
+            name: generic_concat([getattr(b, name) for b in batches]) for name in first._fields
+        })
+    return batches
 
 
 def homogeneous_concat_mix(samples: list) -> Any:
     """The `batch_mix_fn` that concatenates batches of one type (`generic_concat`)."""
+    if any(type(s) is not type(samples[0]) for s in samples):
+        raise TypeError("homogeneous_concat_mix needs batches of one type")
     return generic_concat(samples)
 
 
