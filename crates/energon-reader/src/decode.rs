@@ -30,6 +30,7 @@ mod sniff;
 mod tensor;
 #[cfg(test)]
 mod tests;
+mod tiff_palette;
 
 use std::{fmt, io::Read as _};
 

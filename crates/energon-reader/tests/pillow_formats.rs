@@ -15,12 +15,7 @@ use sha2::{Digest, Sha256};
 
 /// `(file, mode, what)`: where decoding differs from Pillow, `pixels` (other values) or `error`
 /// (Pillow decodes the file, we refuse it).
-const KNOWN_DIFFERENT: &[(&str, &str, &str)] = &[
-    // The `image` crate's TIFF decoder has no palette (RGBPalette) images.
-    ("palette.tif", "rgb", "error"),
-    ("palette.tif", "l", "error"),
-    ("palette.tif", "rgba", "error"),
-];
+const KNOWN_DIFFERENT: &[(&str, &str, &str)] = &[];
 
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pillow_formats")

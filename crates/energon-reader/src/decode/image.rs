@@ -135,6 +135,19 @@ pub(crate) fn decode_image(
         return Ok(to_layout(jpeg.pixels, jpeg.width, jpeg.height, channels, float, chw));
     }
     let name = format.extensions_str()[0];
+    if format == ImageFormat::Tiff && super::tiff_palette::is_palette_tiff(data) {
+        let bad = |e: String| invalid(format!("invalid {name} image: {e}"));
+        let (width, height) = super::tiff_palette::dimensions(data).map_err(bad)?;
+        check_pixels(name, u64::from(width), u64::from(height), limits.max_image_pixels)?;
+        let img = super::tiff_palette::decode(data).map_err(bad)?;
+        let hwc = match channels {
+            1 => pil_luma(&img.rgb),
+            3 => img.rgb,
+            // A TIFF palette has no alpha: `P` converts to opaque RGBA.
+            _ => img.rgb.chunks_exact(3).flat_map(|p| [p[0], p[1], p[2], 255]).collect(),
+        };
+        return Ok(to_layout(hwc, img.width, img.height, channels, float, chw));
+    }
     let bad = |e: image::ImageError| invalid(format!("invalid {name} image: {e}"));
     let (width, height) =
         ImageReader::with_format(Cursor::new(data), format).into_dimensions().map_err(bad)?;
