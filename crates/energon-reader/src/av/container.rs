@@ -171,6 +171,8 @@ pub(crate) struct FrameIter<F: Timed> {
     pub(crate) stream: usize,
     decoder: ffmpeg::decoder::Opened,
     pending: VecDeque<F>,
+    /// Packets read ahead of the decoder, decoded before any further packet is read.
+    queued: VecDeque<Packet>,
     exhausted: bool,
     /// Whether a packet was sent: PyAV flushes only decoders it has opened, at first use.
     used: bool,
@@ -182,13 +184,16 @@ impl<F: Timed> FrameIter<F> {
             stream,
             decoder: container.decoder(stream)?,
             pending: VecDeque::new(),
+            queued: VecDeque::new(),
             exhausted: false,
             used: false,
         })
     }
 
-    /// Flushes the decoder after a seek (PyAV's `flush_buffers`); queued frames stay.
+    /// Flushes the decoder after a seek (PyAV's `flush_buffers`); queued frames stay, packets
+    /// read ahead (from before the seek) go.
     pub(crate) fn flush(&mut self) {
+        self.queued.clear();
         if self.used {
             self.decoder.flush();
         }
@@ -197,6 +202,30 @@ impl<F: Timed> FrameIter<F> {
     /// A fresh generator on the same decoder: nothing queued, not exhausted.
     pub(crate) fn restart(&mut self) {
         self.pending.clear();
+        self.queued.clear();
+        self.exhausted = false;
+    }
+
+    /// Whether nothing is queued and the container is not exhausted (the state right after a
+    /// seek from an unexhausted iterator).
+    pub(crate) fn is_idle(&self) -> bool {
+        self.pending.is_empty() && self.queued.is_empty() && !self.exhausted
+    }
+
+    /// Packets (of this stream, read from the container) to decode before reading on.
+    pub(crate) fn queue_packets(&mut self, packets: VecDeque<Packet>) {
+        self.queued = packets;
+    }
+
+    /// Puts a frame back, to be given out next.
+    pub(crate) fn push_front(&mut self, frame: F) {
+        self.pending.push_front(frame);
+    }
+
+    /// Back to idle: nothing queued, not exhausted (the caller seeks and flushes next).
+    pub(crate) fn reset(&mut self) {
+        self.pending.clear();
+        self.queued.clear();
         self.exhausted = false;
     }
 
@@ -219,7 +248,11 @@ impl<F: Timed> FrameIter<F> {
             if self.exhausted {
                 return Ok(None);
             }
-            match c.next_packet(self.stream)? {
+            let packet = match self.queued.pop_front() {
+                Some(p) => Some(p),
+                None => c.next_packet(self.stream)?,
+            };
+            match packet {
                 Some(packet) => {
                     self.used = true;
                     self.decoder.send_packet(&packet).map_err(|e| format!("cannot decode: {e}"))?;

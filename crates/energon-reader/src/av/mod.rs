@@ -13,6 +13,9 @@ mod audio;
 mod container;
 mod meta;
 mod reader;
+mod skip;
+
+use std::cell::RefCell;
 
 use bytes::Bytes;
 use ffmpeg::{format::Pixel, frame, media::Type, software::scaling};
@@ -201,8 +204,8 @@ impl AvDecoder {
         } else {
             Reader::Pts { next_pts: 0, previous: None }
         };
-        let mut r = VideoReader { c, stream, index, frames, reader };
-        let mut scaler: Option<Scaler> = None;
+        let h264 = (mode == IndexMode::Frames).then(|| skip::H264::of(&c, stream)).flatten();
+        let mut r = VideoReader { c, stream, index, frames, reader, h264 };
         let mut out = Vec::new();
         for &(s, e) in ranges {
             let (s, e) = (conv(s), conv(e));
@@ -217,7 +220,7 @@ impl AvDecoder {
                 let (w, h) =
                     out_size.map_or((f.width(), f.height()), |(w, h)| (w as u32, h as u32));
                 size = (w as usize, h as usize);
-                rgb(f, w, h, &mut scaler, &mut data)?;
+                SCALER.with_borrow_mut(|scaler| rgb(f, w, h, scaler, &mut data))?;
                 let pts = reader::pts_of(f)?;
                 first.get_or_insert(ticks_to_seconds(pts, time_base));
                 last = Some(ticks_to_seconds(pts + container::Timed::duration(f), time_base));
@@ -373,8 +376,15 @@ impl AvDecoder {
     }
 }
 
-/// A scaling context with the source format and the sizes it was made for.
-type Scaler = (scaling::Context, (Pixel, u32, u32, u32, u32));
+/// A scaling context with the source format and the sizes it was made for, and the frame it
+/// converts into (allocated once, reused for every frame of the same sizes).
+type Scaler = (scaling::Context, (Pixel, u32, u32, u32, u32), frame::Video);
+
+thread_local! {
+    /// The scaling context this thread used last: clip requests on videos of one size (every
+    /// request opens its media afresh) set it up once rather than once per request.
+    static SCALER: RefCell<Option<Scaler>> = const { RefCell::new(None) };
+}
 
 /// Converts a frame to RGB24 at `w` x `h` (bilinear, as PyAV's `reformat`) and appends its
 /// rows to `out` without padding.
@@ -386,7 +396,7 @@ fn rgb(
     out: &mut Vec<u8>,
 ) -> Result<(), Msg> {
     let key = (f.format(), f.width(), f.height(), w, h);
-    if scaler.as_ref().is_none_or(|(_, k)| *k != key) {
+    if scaler.as_ref().is_none_or(|(_, k, _)| *k != key) {
         let ctx = scaling::Context::get(
             key.0,
             key.1,
@@ -397,11 +407,10 @@ fn rgb(
             scaling::Flags::BILINEAR,
         )
         .map_err(|e| format!("cannot convert frames to RGB: {e}"))?;
-        *scaler = Some((ctx, key));
+        *scaler = Some((ctx, key, frame::Video::empty()));
     }
-    let Some((ctx, _)) = scaler.as_mut() else { unreachable!() };
-    let mut dst = frame::Video::empty();
-    ctx.run(f, &mut dst).map_err(|e| format!("cannot convert frames to RGB: {e}"))?;
+    let Some((ctx, _, dst)) = scaler.as_mut() else { unreachable!() };
+    ctx.run(f, dst).map_err(|e| format!("cannot convert frames to RGB: {e}"))?;
     let stride = dst.stride(0);
     let row = w as usize * 3;
     let plane = dst.data(0);
@@ -411,5 +420,7 @@ fn rgb(
     Ok(())
 }
 
+#[cfg(test)]
+mod skip_tests;
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,10 @@
 use ffmpeg::{ffi, frame};
 use ffmpeg_next as ffmpeg;
 
-use super::container::{Container, FrameIter, Msg, Timed};
+use super::{
+    container::{Container, FrameIter, Msg, Timed},
+    skip::{self, H264},
+};
 
 /// Where seeks look up keyframes.
 pub(crate) enum Index {
@@ -109,6 +112,9 @@ pub(crate) struct VideoReader {
     pub(crate) index: Index,
     pub(crate) frames: FrameIter<frame::Video>,
     pub(crate) reader: Reader,
+    /// Set for H.264 streams in MP4 form: frames before a clip's start are skipped without
+    /// decoding the disposable ones (see the `skip` module).
+    pub(crate) h264: Option<H264>,
 }
 
 impl VideoReader {
@@ -164,7 +170,17 @@ impl VideoReader {
         if next < keyframe || start < next {
             // Forward seek: the timestamp comes from the index, so it lands on the keyframe.
             next = keyframe;
+            let idle = self.frames.is_idle() && skip::enabled();
             self.seek(keyframe_ts, false)?;
+            if let (Some(h264), true, Ok(n @ 1..)) =
+                (self.h264, idle, usize::try_from(start - next))
+            {
+                if skip::skip_frames(&mut self.c, &mut self.frames, h264, n)? {
+                    next = start;
+                } else {
+                    self.seek(keyframe_ts, false)?;
+                }
+            }
         } else {
             frame = previous_frame.as_ref().map(|f| (*f).clone());
         }
