@@ -215,9 +215,9 @@ def test_ctrl_c_interrupts_a_blocked_iteration(ref_small):
 
     class Blocking(energon_rs.DefaultTaskEncoder):
         def encode_sample(self, sample):
-            # Workers may start before the main thread iterates: wait until it is inside
-            # `pytest.raises` (inside `next()` or about to enter it), then interrupt it,
-            # whatever the machine's load.
+            # Workers start with the iterator: wait until the main thread is inside
+            # `pytest.raises`, about to enter `next()` or in it, then interrupt it, whatever
+            # the machine's load.
             armed.wait(30)
             if not release.is_set():
                 os.kill(os.getpid(), signal.SIGINT)
@@ -230,9 +230,12 @@ def test_ctrl_c_interrupts_a_blocked_iteration(ref_small):
     )
     loader = energon_rs.get_loader(ds)
     try:
+        # Built before the interrupt is armed: building calls Python code, where a pending
+        # KeyboardInterrupt would be raised outside the wait this test is about.
+        items = iter(loader)
         with pytest.raises(KeyboardInterrupt):
             armed.set()
-            next(iter(loader))
+            next(items)
     finally:
         armed.set()
         release.set()
