@@ -3,7 +3,9 @@
 //! sample's `AVDecoder` for a clip does), by frame number and by seconds, at the video's size and
 //! resized; and the whole video (`get_frames`).
 //!
-//! The video is `tests/fixtures/av/h264_aac.mp4` (H.264 64x48, 25 fps, 2 s, AAC audio).
+//! The video is `tests/fixtures/av/h264_aac.mp4` (H.264 64x48, 25 fps, 2 s, AAC audio); with
+//! `ENERGON_BENCH_VIDEO` naming another file (e.g. one of the 10 s 224p videos that
+//! `crates/energon-py/benches/clips.py generate` writes), its clips are measured as well.
 //! Run with `cargo bench -p energon-reader --features video --bench av`.
 
 use std::{hint::black_box, time::Duration};
@@ -30,13 +32,21 @@ fn starts(n_frames: u64) -> Vec<u64> {
 
 fn clips(c: &mut Criterion) {
     let path = energon_fixtures::fixtures_dir().join("av/h264_aac.mp4");
-    let data = Bytes::from(std::fs::read(&path).expect("reading the test video"));
-    let decoder = AvDecoder::new(data, "h264_aac.mp4");
+    clips_of(c, &path, "av_clips");
+    if let Some(other) = std::env::var_os("ENERGON_BENCH_VIDEO") {
+        clips_of(c, std::path::Path::new(&other), "av_clips_other");
+    }
+    whole(c, &path);
+}
+
+fn clips_of(c: &mut Criterion, path: &std::path::Path, group_name: &str) {
+    let data = Bytes::from(std::fs::read(path).expect("reading the test video"));
+    let decoder = AvDecoder::new(data, path.display().to_string());
     let (_, frames) = decoder.video_duration(true).expect("video duration");
     let n_frames = frames.expect("frame count");
     let fps = decoder.video_fps().expect("frame rate");
     let starts = starts(n_frames);
-    let mut group = c.benchmark_group("av_clips");
+    let mut group = c.benchmark_group(group_name);
     group.throughput(Throughput::Elements(CLIPS as u64));
     let by_frames: Vec<(f64, f64)> =
         starts.iter().map(|&s| (s as f64, (s + CLIP - 1) as f64)).collect();
@@ -57,6 +67,11 @@ fn clips(c: &mut Criterion) {
         });
     }
     group.finish();
+}
+
+fn whole(c: &mut Criterion, path: &std::path::Path) {
+    let data = Bytes::from(std::fs::read(path).expect("reading the test video"));
+    let decoder = AvDecoder::new(data, "h264_aac.mp4");
     let mut group = c.benchmark_group("av_whole");
     group.throughput(Throughput::Elements(1));
     group.bench_function("get_frames_with_audio", |b| {
