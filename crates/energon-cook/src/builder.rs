@@ -524,7 +524,11 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
                 iters.into_iter().zip(&plan.leaves).zip(loads.iter().zip(&cookings))
             {
                 let data = leaf.data.clone();
-                let source = LeafSource::new(iter, move |index| Ok(data.read(index)?));
+                let mut source = LeafSource::new(iter, move |index| Ok(data.read(index)?));
+                if leaf.data.is_remote() {
+                    let data = leaf.data.clone();
+                    source = source.with_prefetch(move |index| data.prefetch(index));
+                }
                 let mut stage: BoxStage<T> =
                     Box::new(Apply::new(source, "load_sample", load_fn(&load.load), env.clone()));
                 if let Some(cooking) = cooking {

@@ -1,6 +1,8 @@
 //! The leaf stage: a worker's slice order (energon-reader's [`LeafIter`]) joined with a sample
 //! reader.
 
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, mpsc};
+
 use energon_reader::leaf::LeafIter;
 
 use crate::{
@@ -14,15 +16,47 @@ use crate::{
 /// `WebdatasetSampleLoaderDataset`): each index from the [`LeafIter`] goes to `read`; a sample that
 /// `read` reports as excluded (`Ok(None)`) is skipped, but still counts as read, as in the
 /// reference. Items carry the key `("Webdataset", index)`.
+///
+/// With a prefetch hint ([`LeafSource::with_prefetch`]), the samples where reads go next are
+/// announced before they are read: every open slice's next sample when an epoch starts, and the
+/// first sample of the next slice to open whenever that changes (a dataset in an object store
+/// fetches them in the background, so a new slice does not wait for storage).
 pub struct LeafSource<R> {
     leaf: LeafIter,
     read: R,
+    prefetch: Option<Hint>,
+    /// The next slice's start last announced.
+    announced: Option<u64>,
 }
 
 impl<R> LeafSource<R> {
     /// A leaf stage over `leaf` reading with `read`.
     pub fn new(leaf: LeafIter, read: R) -> Self {
-        LeafSource { leaf, read }
+        LeafSource { leaf, read, prefetch: None, announced: None }
+    }
+
+    /// Announces the samples where reads go next to `prefetch`, which runs on a small pool of
+    /// threads shared by the process (so it may block on storage without stalling this worker).
+    #[must_use]
+    pub fn with_prefetch(mut self, prefetch: impl Fn(u64) + Send + Sync + 'static) -> Self {
+        self.prefetch = Some(Arc::new(prefetch));
+        self
+    }
+
+    fn announce(&mut self) {
+        let Some(prefetch) = &self.prefetch else { return };
+        // The first sample of an epoch: every open slice is new.
+        let epoch_start = self.leaf.epoch_sample_count() == 1;
+        let upcoming = self.leaf.upcoming(epoch_start);
+        let next = upcoming.last().copied();
+        if epoch_start {
+            upcoming.into_iter().for_each(|i| submit(prefetch, i));
+        } else if next != self.announced
+            && let Some(i) = next
+        {
+            submit(prefetch, i);
+        }
+        self.announced = next;
     }
 
     /// The slice iteration.
@@ -45,6 +79,7 @@ where
 
     fn next(&mut self) -> Result<Option<Keyed<T>>> {
         while let Some(index) = self.leaf.next_index()? {
+            self.announce();
             if let Some(value) = (self.read)(index)? {
                 return Ok(Some(Keyed { restore_key: RestoreKey::leaf(index), value }));
             }
@@ -81,5 +116,40 @@ where
                 reason: format!("sample {index} is excluded and cannot have been buffered"),
             }),
         }
+    }
+}
+
+/// A prefetch hint of a leaf.
+type Hint = Arc<dyn Fn(u64) + Send + Sync>;
+
+/// Threads running prefetch hints.
+const HINT_THREADS: usize = 8;
+
+/// Runs `hint(index)` on the process's prefetch threads (started on first use).
+fn submit(hint: &Hint, index: u64) {
+    static QUEUE: OnceLock<Option<Mutex<mpsc::Sender<(Hint, u64)>>>> = OnceLock::new();
+    let queue = QUEUE.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<(Hint, u64)>();
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..HINT_THREADS {
+            let rx = rx.clone();
+            let spawned = std::thread::Builder::new().name(format!("energon-prefetch-{i}")).spawn(
+                move || {
+                    loop {
+                        let job = rx.lock().unwrap_or_else(PoisonError::into_inner).recv();
+                        let Ok((hint, index)) = job else { return };
+                        hint(index);
+                    }
+                },
+            );
+            if spawned.is_err() {
+                return None;
+            }
+        }
+        Some(Mutex::new(tx))
+    });
+    // Without threads a hint is dropped: it only saves time.
+    if let Some(tx) = queue {
+        let _ = tx.lock().unwrap_or_else(PoisonError::into_inner).send((hint.clone(), index));
     }
 }

@@ -68,6 +68,12 @@ pub trait SampleSource: Send + Sync {
     fn shard_counts(&self) -> Vec<u64>;
     /// Sample `index`; `Ok(None)` for an excluded sample.
     fn read(&self, index: u64) -> energon_reader::Result<Option<RawSample>>;
+    /// Whether the samples are in an object store (where [`SampleSource::prefetch`] helps).
+    fn is_remote(&self) -> bool {
+        false
+    }
+    /// A hint that sample `index` will be read soon (nothing by default).
+    fn prefetch(&self, _index: u64) {}
     /// The shard names in split order, which identify the dataset in a checkpoint (none by
     /// default: the counts identify it then).
     fn shard_names(&self) -> Vec<Arc<str>> {
@@ -95,6 +101,14 @@ impl SampleSource for Dataset {
 
     fn read(&self, index: u64) -> energon_reader::Result<Option<RawSample>> {
         Dataset::read(self, index)
+    }
+
+    fn is_remote(&self) -> bool {
+        Dataset::is_remote(self)
+    }
+
+    fn prefetch(&self, index: u64) {
+        Dataset::prefetch(self, index);
     }
 
     fn shard_names(&self) -> Vec<Arc<str>> {
@@ -167,6 +181,21 @@ impl LeafData {
         match self {
             LeafData::Dataset(source) => Arc::clone(source).into_dataset(),
             LeafData::Joined(_) => None,
+        }
+    }
+
+    /// Whether the leaf reads a dataset in an object store (joins are not prefetched).
+    pub fn is_remote(&self) -> bool {
+        match self {
+            LeafData::Dataset(source) => source.is_remote(),
+            LeafData::Joined(_) => false,
+        }
+    }
+
+    /// A hint that sample `index` will be read soon (see [`SampleSource::prefetch`]).
+    pub fn prefetch(&self, index: u64) {
+        if let LeafData::Dataset(source) = self {
+            source.prefetch(index);
         }
     }
 

@@ -78,6 +78,20 @@ impl Dataset {
         self.len() == 0
     }
 
+    /// Whether the dataset is in an object store.
+    pub fn is_remote(&self) -> bool {
+        energon_index::storage::is_remote(self.path())
+    }
+
+    /// A hint that sample `index` will be read soon: a dataset in an object store fetches it in
+    /// the background (see [`WebDataset::prefetch`]); nothing for local datasets.
+    pub fn prefetch(&self, index: u64) {
+        match self {
+            Dataset::WebDataset(d) => d.prefetch(index),
+            Dataset::Jsonl(d) => d.prefetch(index),
+        }
+    }
+
     /// Reads sample `index`; `Ok(None)` for an excluded sample.
     pub fn read(&self, index: u64) -> Result<Option<RawSample>> {
         match self {

@@ -110,7 +110,7 @@ impl WebdatasetFileStore {
             path: self.index.path().to_owned(),
             reason: format!("entry {name:?} is in tar_file_id {tar_file_id}, not in .info.json"),
         })?;
-        let data = self.maps.get(id, &shard.1).map_err(|source| Error::MissingShard {
+        let data = self.maps.get(id, &shard.1, None).map_err(|source| Error::MissingShard {
             dataset: self.root.to_path_buf(),
             shard: shard.0.to_string(),
             path: shard.1.clone(),

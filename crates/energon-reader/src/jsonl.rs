@@ -9,12 +9,11 @@ use std::{
     sync::Arc,
 };
 
-use bytes::Bytes;
 use energon_index::jsonl_idx::jsonl_idx_path;
 
 use crate::{
     Error, Result,
-    mapped::{OffsetIndex, map_file},
+    mapped::{OffsetIndex, ShardData},
     raw::{Part, PartFilter, RawSample},
 };
 
@@ -27,7 +26,8 @@ pub struct JsonlDataset {
     path: Arc<Path>,
     name: Arc<str>,
     idx_path: PathBuf,
-    data: Bytes,
+    /// The file: mapped, or (in an object store) read by byte ranges as a tar shard is.
+    data: ShardData,
     idx: OffsetIndex,
     read_json: bool,
 }
@@ -38,7 +38,8 @@ impl JsonlDataset {
     ///
     /// A part filter without `json` gives samples without parts.
     pub fn open(path: &Path, part_filter: &PartFilter) -> Result<Self> {
-        let data = map_file(path).map_err(|e| Error::io("cannot map", path, e))?;
+        let open = |size| ShardData::open(path, size).map_err(|e| Error::io("cannot map", path, e));
+        let local = if energon_index::storage::is_remote(path) { None } else { Some(open(None)?) };
         let idx_path = jsonl_idx_path(path);
         let idx = OffsetIndex::open(&idx_path).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
@@ -53,6 +54,11 @@ impl JsonlDataset {
                 Error::io("cannot read", &idx_path, e)
             }
         })?;
+        // A remote file is opened with the size its index gives (its reads check it).
+        let data = match local {
+            Some(data) => data,
+            None => open(idx.get(idx.n_entries().saturating_sub(1)))?,
+        };
         let name: Arc<str> =
             Arc::from(path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default().as_ref());
         let res = JsonlDataset {
@@ -70,7 +76,7 @@ impl JsonlDataset {
                 res.idx.byte_len()
             )));
         }
-        if last != Some(res.data.len() as u64) {
+        if last != Some(res.data.len()) {
             return Err(res.mismatch(format!(
                 "its last entry ({}) is not the file size ({} bytes)",
                 last.unwrap_or(0),
@@ -105,6 +111,14 @@ impl JsonlDataset {
         vec![self.len()]
     }
 
+    /// A hint that record `index` will be read soon: a file in an object store fetches the
+    /// window of records around it in the background; nothing for a local file.
+    pub fn prefetch(&self, index: u64) {
+        if index < self.len() {
+            let _ = self.data.prefetch(&self.idx, self.len(), index);
+        }
+    }
+
     /// Reads record `index` (never excluded, so always `Some`). The `json` part holds the raw
     /// record bytes; decoding parses them.
     pub fn read(&self, index: u64) -> Result<Option<RawSample>> {
@@ -117,7 +131,7 @@ impl JsonlDataset {
         }
         let start = self.idx.get(index).unwrap_or(u64::MAX);
         let end = self.idx.get(index + 1).unwrap_or(0);
-        if end < start || end > self.data.len() as u64 {
+        if end < start || end > self.data.len() {
             return Err(self.mismatch(format!(
                 "record {index} has bytes [{start}, {end}) in a file of {} bytes",
                 self.data.len()
@@ -127,7 +141,10 @@ impl JsonlDataset {
             vec![Part {
                 name: JSONL_PART.to_owned(),
                 offset: start,
-                data: self.data.slice(start as usize..end as usize),
+                data: self
+                    .data
+                    .sample(&self.idx, self.len(), index)
+                    .map_err(|e| Error::io("cannot read", &*self.path, e))?,
             }]
         } else {
             Vec::new()

@@ -273,6 +273,27 @@ impl LeafIter {
         Some(open.chain(pending).filter(|(start, end)| start < end).collect())
     }
 
+    /// Where reads of the open epoch go soon, for prefetching: the next sample of every open
+    /// slice when `open` is set, then the first sample of the slice that opens next (nothing
+    /// outside an epoch, and no next slice for [`SliceOrder::WithReplacement`], whose next slice
+    /// is drawn when it opens).
+    pub fn upcoming(&self, open: bool) -> Vec<u64> {
+        let Some(epoch) = &self.epoch else { return Vec::new() };
+        let table = Table::of(&self.slices, self.ranges.as_deref());
+        let mut res: Vec<u64> = Vec::new();
+        if open {
+            let cursors = epoch.active.iter().flatten();
+            res.extend(cursors.filter(|c| c.current < table.bounds(c.slice).1).map(|c| c.current));
+        }
+        if let Some(&next) = epoch.pending.last() {
+            let (start, end) = table.bounds(next);
+            if start < end {
+                res.push(start);
+            }
+        }
+        res
+    }
+
     /// Whether the open (or next) pass reads a remainder given by
     /// [`LeafIter::with_remainder`] instead of the worker's slices.
     pub fn has_remainder(&self) -> bool {

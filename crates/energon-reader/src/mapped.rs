@@ -91,13 +91,21 @@ pub(crate) enum ShardData {
 }
 
 impl ShardData {
-    /// Opens `path`: maps a local file, or opens the remote object (one HEAD request).
-    pub(crate) fn open(path: &Path) -> io::Result<Self> {
-        if storage::is_remote(path) {
-            Ok(ShardData::Remote(RemoteObject::open(path)?))
-        } else {
-            map_file(path).map(ShardData::Mapped)
+    /// Opens `path`: maps a local file, or opens the remote object: without a request when its
+    /// index gives its `size` (its reads check it), else with one HEAD request.
+    pub(crate) fn open(path: &Path, size: Option<u64>) -> io::Result<Self> {
+        if !storage::is_remote(path) {
+            return map_file(path).map(ShardData::Mapped);
         }
+        Ok(ShardData::Remote(match size {
+            Some(size) => RemoteObject::open_sized(path, size)?,
+            None => RemoteObject::open(path)?,
+        }))
+    }
+
+    /// Whether the data is an object in an object store.
+    pub(crate) fn is_remote(&self) -> bool {
+        matches!(self, ShardData::Remote(_))
     }
 
     /// The size of the shard in bytes.
@@ -136,29 +144,73 @@ impl ShardData {
             ShardData::Mapped(_) => return self.range(start, end),
             ShardData::Remote(obj) => obj,
         };
-        let options = storage::options();
-        let total = idx.get(n).unwrap_or(end).max(1);
-        let per = (options.window_bytes.saturating_mul(n) / total).clamp(1, n.max(1));
-        let window = |g: u64| -> Option<std::ops::Range<u64>> {
-            let first = g.checked_mul(per).filter(|&f| f < n)?;
-            Some(idx.get(first)?..idx.get((first + per).min(n))?)
-        };
-        let g = local / per;
-        let current = window(g).unwrap_or(start..end);
-        let sequential = obj.has_window(current.start)
-            || g.checked_sub(1).and_then(window).is_some_and(|w| obj.has_window(w.start));
-        obj.prefetch(current.clone())?;
+        let (current, sequential) = window_of(obj, idx, n, local, true)?;
         if sequential {
-            for ahead in 1..=options.in_flight as u64 {
-                match window(g + ahead) {
+            let per = per_window(idx, n);
+            for ahead in 1..=storage::options().in_flight as u64 {
+                match window_range(idx, n, per, local / per + ahead) {
                     Some(w) => obj.prefetch(w)?,
                     None => break,
                 }
             }
         }
-        obj.read_in(current, start..end)
+        let bytes = obj.read_in(current.clone(), start..end)?;
+        if end == current.end {
+            // The window's last sample: a reader moving in order is done with it.
+            obj.release(current.start);
+        }
+        Ok(bytes)
+    }
+
+    /// Starts fetching, in the background, the window of sample `local` of a remote shard (a hint
+    /// that a reader will soon start reading there); nothing for a local file.
+    pub(crate) fn prefetch(&self, idx: &OffsetIndex, n: u64, local: u64) -> io::Result<()> {
+        match self {
+            ShardData::Mapped(_) => Ok(()),
+            ShardData::Remote(obj) => window_of(obj, idx, n, local, false).map(drop),
+        }
     }
 }
+
+/// Samples per window of a shard of `n` samples: about
+/// [`StorageOptions::window_bytes`](storage::StorageOptions::window_bytes) of them, at least one.
+fn per_window(idx: &OffsetIndex, n: u64) -> u64 {
+    let total = idx.get(n).unwrap_or(0).max(1);
+    (storage::options().window_bytes.saturating_mul(n) / total).clamp(1, n.max(1))
+}
+
+/// The byte range of window `g` (samples `g * per ..`).
+fn window_range(idx: &OffsetIndex, n: u64, per: u64, g: u64) -> Option<std::ops::Range<u64>> {
+    let first = g.checked_mul(per).filter(|&f| f < n)?;
+    Some(idx.get(first)?..idx.get((first + per).min(n))?)
+}
+
+/// The window holding sample `local`, its fetch started (unless cached or under way), and whether
+/// the reader moves through the shard in order (the window or the one before it was fetched
+/// already; only asked when `detect`).
+fn window_of(
+    obj: &RemoteObject,
+    idx: &OffsetIndex,
+    n: u64,
+    local: u64,
+    detect: bool,
+) -> io::Result<(std::ops::Range<u64>, bool)> {
+    let per = per_window(idx, n);
+    let g = local / per;
+    let Some(current) = window_range(idx, n, per, g) else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "sample past the index"));
+    };
+    let sequential = detect
+        && (obj.has_window(current.start)
+            || g.checked_sub(1)
+                .and_then(|p| window_range(idx, n, per, p))
+                .is_some_and(|w| obj.has_window(w.start)));
+    obj.prefetch(current.clone())?;
+    Ok((current, sequential))
+}
+
+/// The least number of remote shards a [`MapCache`] keeps open.
+const REMOTE_MIN_OPEN: usize = 1024;
 
 /// A bounded least-recently-used cache of open shard maps, shared by all readers of a dataset.
 ///
@@ -181,8 +233,8 @@ impl MapCache {
         MapCache { max_open: max_open.max(1), inner: Mutex::new(CacheInner::default()) }
     }
 
-    /// The map of shard `id`, opening `path` if it is not cached.
-    pub(crate) fn get(&self, id: usize, path: &Path) -> io::Result<ShardData> {
+    /// The map of shard `id`, opening `path` (of `size` bytes, when known) if it is not cached.
+    pub(crate) fn get(&self, id: usize, path: &Path, size: Option<u64>) -> io::Result<ShardData> {
         {
             let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             inner.tick += 1;
@@ -192,7 +244,7 @@ impl MapCache {
                 return Ok(bytes.clone());
             }
         }
-        let bytes = ShardData::open(path)?;
+        let bytes = ShardData::open(path, size)?;
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         inner.tick += 1;
         let tick = inner.tick;
@@ -201,7 +253,11 @@ impl MapCache {
             *last_use = tick;
             return Ok(cached.clone());
         }
-        if inner.maps.len() >= self.max_open
+        // A remote shard holds no file or map, only the windows its readers have not finished:
+        // many stay open, so that the shards of every open slice (of every worker) stay cached.
+        let max_open =
+            if bytes.is_remote() { self.max_open.max(REMOTE_MIN_OPEN) } else { self.max_open };
+        if inner.maps.len() >= max_open
             && let Some(oldest) =
                 inner.maps.iter().min_by_key(|(_, (_, last_use))| *last_use).map(|(&k, _)| k)
         {

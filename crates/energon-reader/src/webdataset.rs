@@ -197,18 +197,19 @@ impl WebDataset {
                 format!("sample {local} ends at {end}, before its start {start}"),
             ));
         }
-        let data = self.maps.get(shard_id, &shard.path).map_err(|source| {
-            if source.kind() == std::io::ErrorKind::NotFound {
-                Error::MissingShard {
-                    dataset: self.root.to_path_buf(),
-                    shard: shard.name.to_string(),
-                    path: shard.path.clone(),
-                    source,
+        let data =
+            self.maps.get(shard_id, &shard.path, idx.get(shard.count)).map_err(|source| {
+                if source.kind() == std::io::ErrorKind::NotFound {
+                    Error::MissingShard {
+                        dataset: self.root.to_path_buf(),
+                        shard: shard.name.to_string(),
+                        path: shard.path.clone(),
+                        source,
+                    }
+                } else {
+                    Error::io("cannot open", &shard.path, source)
                 }
-            } else {
-                Error::io("cannot open", &shard.path, source)
-            }
-        })?;
+            })?;
         self.verify(shard, idx, &data)?;
         if end > data.len() {
             return Err(corrupt(
@@ -229,7 +230,9 @@ impl WebDataset {
             |key: &str| !shard.excluded_keys.is_empty() && shard.excluded_keys.contains(key);
         let parsed =
             parse_sample(&range, start, &self.part_filter, excluded, |offset, key, reason| {
-                if offset == 0 && data.is_gzip().unwrap_or(false) {
+                // A remote shard is not checked for gzip before its first read (one request
+                // less per shard): a parse failure anywhere asks.
+                if (offset == 0 || data.is_remote()) && data.is_gzip().unwrap_or(false) {
                     return Error::Index(energon_index::Error::CompressedTar {
                         path: shard.path.clone(),
                     });
@@ -256,6 +259,21 @@ impl WebDataset {
         }))
     }
 
+    /// A hint that sample `index` will be read soon: for a shard in an object store, the window
+    /// of samples around it is fetched in the background (the shard opened without a request);
+    /// nothing for local shards. Never blocks on storage; problems show when the sample is read.
+    pub fn prefetch(&self, index: u64) {
+        if !energon_index::storage::is_remote(&self.root) {
+            return;
+        }
+        let Ok((shard_id, local)) = self.locate(index) else { return };
+        let shard = &self.shards[shard_id];
+        let Ok(idx) = self.shard_index(shard) else { return };
+        if let Ok(data) = self.maps.get(shard_id, &shard.path, idx.get(shard.count)) {
+            let _ = data.prefetch(idx, shard.count, local);
+        }
+    }
+
     /// Checks every shard of the split part without reading samples: the shard exists, its
     /// `.tar.idx` holds as many samples as `.info.json` says, and its offsets are increasing
     /// and end inside the shard. Returns every problem found.
@@ -269,7 +287,7 @@ impl WebDataset {
                     continue;
                 }
             };
-            let data = match self.maps.get(shard_id, &shard.path) {
+            let data = match self.maps.get(shard_id, &shard.path, None) {
                 Ok(data) => data,
                 Err(source) => {
                     res.push(Error::MissingShard {
@@ -377,7 +395,9 @@ impl WebDataset {
         if shard.verified.get().is_some() {
             return Ok(());
         }
-        if data.is_gzip().map_err(|e| Error::io("cannot read", &shard.path, e))? {
+        if !data.is_remote()
+            && data.is_gzip().map_err(|e| Error::io("cannot read", &shard.path, e))?
+        {
             return Err(Error::Index(energon_index::Error::CompressedTar {
                 path: shard.path.clone(),
             }));

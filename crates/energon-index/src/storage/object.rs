@@ -4,17 +4,21 @@
 //! The caller (the shard reader) chooses the windows, from the sample offsets it knows; this type
 //! fetches each window once, lets every reader of it wait for the same request, and keeps at most
 //! [`StorageOptions::in_flight`](super::StorageOptions::in_flight) + 4 windows per object.
+//!
+//! An object opened with the size its index gives ([`RemoteObject::open_sized`]) costs no request
+//! to open; every ranged answer carries the object's size, which must be at least that, so a
+//! truncated object is still an error, on its first read.
 
 use std::{
     collections::BTreeMap,
     io,
     ops::Range,
     path::Path,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{Arc, Mutex, PoisonError, atomic::Ordering},
 };
 
 use bytes::Bytes;
-use object_store::{ObjectStore, ObjectStoreExt as _, path::Path as ObjectPath};
+use object_store::{GetOptions, ObjectStore, path::Path as ObjectPath};
 use tokio::sync::watch;
 
 use super::{
@@ -30,6 +34,8 @@ pub struct RemoteObject {
     store: Arc<dyn ObjectStore>,
     path: ObjectPath,
     size: u64,
+    /// Requests a thread may have in flight.
+    in_flight: usize,
     max_windows: usize,
     windows: Mutex<Windows>,
 }
@@ -59,6 +65,16 @@ struct Slot {
 impl RemoteObject {
     /// Opens the object at the remote path `path` (one HEAD request for its size).
     pub fn open(path: &Path) -> io::Result<Arc<RemoteObject>> {
+        Self::open_inner(path, None)
+    }
+
+    /// Opens the object at the remote path `path` whose index says it holds at least `size`
+    /// bytes, without a request; each read checks that the size the store reports is not less.
+    pub fn open_sized(path: &Path, size: u64) -> io::Result<Arc<RemoteObject>> {
+        Self::open_inner(path, Some(size))
+    }
+
+    fn open_inner(path: &Path, size: Option<u64>) -> io::Result<Arc<RemoteObject>> {
         let target = match Location::of(path)? {
             Location::Remote(t) => t,
             Location::Local(p) => {
@@ -69,12 +85,16 @@ impl RemoteObject {
             }
         };
         let client = client()?;
-        let size = remote::head(&target)?;
+        let size = match size {
+            Some(size) => size,
+            None => remote::head(&target)?,
+        };
         Ok(Arc::new(RemoteObject {
             store: client.store(&target)?,
             path: ObjectPath::from(target.key.as_str()),
             target,
             size,
+            in_flight: client.options.in_flight,
             max_windows: client.options.in_flight + 4,
             windows: Mutex::new(Windows::default()),
         }))
@@ -85,7 +105,8 @@ impl RemoteObject {
         &self.target.url
     }
 
-    /// The object's size in bytes (when it was opened).
+    /// The object's size in bytes when it was opened (for [`RemoteObject::open_sized`], the size
+    /// its index gives).
     pub fn len(&self) -> u64 {
         self.size
     }
@@ -99,11 +120,11 @@ impl RemoteObject {
     pub fn read(&self, range: Range<u64>) -> io::Result<Bytes> {
         let client = client()?;
         let (store, path, r) = (self.store.clone(), self.path.clone(), range.clone());
-        let bytes = client.run(&self.target, "GET", Some(range.clone()), async move {
-            store.get_range(&path, r).await
+        let (size, bytes) = client.run(&self.target, "GET", Some(range.clone()), async move {
+            get_range(&*store, &path, r).await
         })?;
-        self.check_len(&range, &bytes).map_err(io::Error::from)?;
-        Ok(bytes)
+        let check = RangeCheck { url: self.target.url.clone(), window: range, size: self.size };
+        check.check(size, bytes).map_err(io::Error::from)
     }
 
     /// Whether the window starting at `start` is fetched or being fetched.
@@ -111,9 +132,24 @@ impl RemoteObject {
         self.windows.lock().unwrap_or_else(PoisonError::into_inner).slots.contains_key(&start)
     }
 
+    /// Forgets the window starting at `start` (its reader is done with it); a later read fetches
+    /// it again.
+    pub fn release(&self, start: u64) {
+        self.windows.lock().unwrap_or_else(PoisonError::into_inner).slots.remove(&start);
+    }
+
     /// Starts fetching `window` in the background unless it is cached or under way. The request
     /// takes one of the calling thread's permits.
+    ///
+    /// A read-ahead queues behind at most as many requests as the thread may have in flight:
+    /// when that many of its requests are started and not finished, it is left out (a reader
+    /// moving on asks again), so that a read that misses never waits behind a long queue of
+    /// read-ahead.
     pub fn prefetch(&self, window: Range<u64>) -> io::Result<()> {
+        let busy = remote::started().load(Ordering::Relaxed) >= self.in_flight;
+        if busy && !self.has_window(window.start) {
+            return Ok(());
+        }
         self.slot(window).map(drop)
     }
 
@@ -176,23 +212,22 @@ impl RemoteObject {
             .insert(window.start, Slot { end: window.end, last_use: tick, rx: rx.clone() });
         drop(windows);
         let permits = remote::permits();
+        let started = remote::started();
+        started.fetch_add(1, Ordering::Relaxed);
         let (store, path, url) = (self.store.clone(), self.path.clone(), self.target.url.clone());
         let deadline = client.options.deadline;
-        let this = RangeCheck { url: url.clone(), window: window.clone() };
+        let this = RangeCheck { url: url.clone(), window: window.clone(), size: self.size };
         client.runtime.spawn(async move {
             let _permit = permits.acquire_owned().await;
-            let res = tokio::time::timeout(deadline, store.get_range(&path, window.clone())).await;
-            let fetched =
-                finish(&url, "GET", Some(window), deadline, res).and_then(|b| this.check(b));
+            let res =
+                tokio::time::timeout(deadline, get_range(&*store, &path, window.clone())).await;
+            let fetched = finish(&url, "GET", Some(window), deadline, res)
+                .map_err(|e| this.explain(e))
+                .and_then(|(size, bytes)| this.check(size, bytes));
+            started.fetch_sub(1, Ordering::Relaxed);
             let _ = tx.send(Some(fetched));
         });
         Ok(rx)
-    }
-
-    fn check_len(&self, range: &Range<u64>, bytes: &Bytes) -> Result<(), RemoteError> {
-        RangeCheck { url: self.target.url.clone(), window: range.clone() }
-            .check(bytes.clone())
-            .map(drop)
     }
 
     fn error(&self, range: &Range<u64>, message: String) -> RemoteError {
@@ -206,28 +241,59 @@ impl RemoteObject {
     }
 }
 
-/// Checks that a ranged read returned the whole range (an object cut short returns less).
+/// One ranged GET: the object's size (from the answer's `Content-Range`) and the bytes.
+async fn get_range(
+    store: &dyn ObjectStore,
+    path: &ObjectPath,
+    range: Range<u64>,
+) -> object_store::Result<(u64, Bytes)> {
+    let got = store.get_opts(path, GetOptions::new().with_range(Some(range))).await?;
+    let size = got.meta.size;
+    Ok((size, got.bytes().await?))
+}
+
+/// Checks that a ranged read returned the whole range of an object at least as large as when it
+/// was opened (an object cut short reports a smaller size, and returns less).
 struct RangeCheck {
     url: String,
     window: Range<u64>,
+    size: u64,
 }
 
 impl RangeCheck {
-    fn check(&self, bytes: Bytes) -> Result<Bytes, RemoteError> {
+    fn check(&self, size: u64, bytes: Bytes) -> Result<Bytes, RemoteError> {
         let want = self.window.end - self.window.start;
-        if bytes.len() as u64 == want {
-            return Ok(bytes);
-        }
-        Err(RemoteError {
-            url: self.url.clone(),
-            range: Some(self.window.clone()),
-            message: format!(
+        let message = if size < self.size {
+            format!(
+                "the object is {size} bytes, shorter than the {} bytes it was opened with \
+                 (truncated or replaced?)",
+                self.size
+            )
+        } else if bytes.len() as u64 != want {
+            format!(
                 "got {} of {want} bytes: the object ends at byte offset {} (truncated?)",
                 bytes.len(),
                 self.window.start + bytes.len() as u64
-            ),
+            )
+        } else {
+            return Ok(bytes);
+        };
+        Err(RemoteError {
+            url: self.url.clone(),
+            range: Some(self.window.clone()),
+            message,
             not_found: false,
             timed_out: false,
         })
+    }
+
+    /// A range the store refuses (it starts past the object's end) means the object is shorter
+    /// than it was when opened.
+    fn explain(&self, mut err: RemoteError) -> RemoteError {
+        let text = err.message.to_ascii_lowercase();
+        if !err.not_found && !err.timed_out && (text.contains("416") || text.contains("range")) {
+            err.message.push_str(" (the object is shorter than expected: truncated or replaced?)");
+        }
+        err
     }
 }

@@ -7,7 +7,7 @@ use std::{
     io,
     ops::Range,
     path::{Path, PathBuf},
-    sync::{Arc, Mutex, OnceLock, PoisonError},
+    sync::{Arc, Mutex, OnceLock, PoisonError, atomic::AtomicUsize},
     time::Duration,
 };
 
@@ -36,6 +36,9 @@ static CLIENT: OnceLock<Client> = OnceLock::new();
 thread_local! {
     /// This thread's bound on requests in flight (its reads and its prefetches).
     static PERMITS: Arc<Semaphore> = Arc::new(Semaphore::new(options().in_flight));
+    /// This thread's window requests started and not finished (in flight or waiting for a
+    /// permit).
+    static STARTED: Arc<AtomicUsize> = Arc::new(AtomicUsize::new(0));
 }
 
 pub(super) fn configure(options: StorageOptions) -> bool {
@@ -49,6 +52,11 @@ pub(super) fn options() -> &'static StorageOptions {
 /// The calling thread's request bound.
 pub(super) fn permits() -> Arc<Semaphore> {
     PERMITS.with(Arc::clone)
+}
+
+/// The count of the calling thread's window requests started and not finished.
+pub(super) fn started() -> Arc<AtomicUsize> {
+    STARTED.with(Arc::clone)
 }
 
 pub(super) fn client() -> io::Result<&'static Client> {
