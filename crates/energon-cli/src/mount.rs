@@ -58,6 +58,17 @@ pub(crate) struct MountArgs {
 }
 
 pub(crate) fn run(args: MountArgs) -> anyhow::Result<ExitCode> {
+    // Ctrl-C and friends are taken by a waiting thread, not by the default handler that would
+    // end the process with the file system still mounted. Threads inherit the blocked mask, so
+    // it is set before any thread starts (the object-store client starts its threads on the
+    // first request to a remote dataset).
+    let mut signals = SigSet::empty();
+    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        signals.add(signal);
+    }
+    if !args.detach {
+        signals.thread_block().context("cannot block signals")?;
+    }
     check_mountpoint(&args.mountpoint)?;
     if discover::classify(&args.path)? != discover::DatasetKind::WebDataset {
         bail!(
@@ -76,14 +87,6 @@ pub(crate) fn run(args: MountArgs) -> anyhow::Result<ExitCode> {
     }
     let total_size = index.total_size()?;
     let filesystem = fs::EnergonFs::new(tree, store, total_size, &db);
-
-    // Ctrl-C and friends are taken by a waiting thread, not by the default handler that would
-    // end the process with the file system still mounted. Threads inherit the blocked mask.
-    let mut signals = SigSet::empty();
-    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        signals.add(signal);
-    }
-    signals.thread_block().context("cannot block signals")?;
 
     let mut config = Config::default();
     config.mount_options = vec![

@@ -17,6 +17,7 @@ use energon_index::{
     media::TableMode,
     prepare::{self, PrepareOptions, Progress, SplitChoice},
 };
+use energon_reader::media::prepare::PrepareMediaOptions;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::{prepare_media, prompt};
@@ -237,13 +238,13 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
     println!("Found the sample parts: {}", summary.part_names.join(", "));
     if let Some(filter) = media_filter {
         // As the reference, a prepare with media flags replaces the media tables.
-        let media = prepare_media::media_pass(
-            &path,
+        let options = PrepareMediaOptions {
             filter,
-            args.num_workers,
-            TableMode::Replace,
-            show_progress,
-        )?;
+            num_workers: args.num_workers,
+            tables: TableMode::Replace,
+            tmp_path: args.tmp_path.clone(),
+        };
+        let media = prepare_media::media_pass(&path, options, show_progress)?;
         prepare_media::report(&media);
     }
     if !from_info {

@@ -65,25 +65,30 @@ pub(crate) struct PrepareMediaArgs {
     num_workers: usize,
     #[command(flatten)]
     media: MediaFlags,
-    /// Where to build index.sqlite for a remote dataset (accepted for compatibility; energon-rs
-    /// works on local folders and always builds the database next to the old one).
+    /// Where to build index.sqlite for a remote dataset before its upload (default the system's
+    /// temporary folder); a local dataset's database is built next to the old one.
     #[arg(long = "tmp-path", value_name = "DIR")]
     tmp_path: Option<PathBuf>,
 }
 
 pub(crate) fn run(args: PrepareMediaArgs) -> anyhow::Result<ExitCode> {
     let filter = args.media.filter()?;
-    if !args.path.is_dir() {
+    if !energon_index::storage::is_dir(&args.path) {
         bail!(
             "{} is not a folder; prepare-media takes a prepared WebDataset or a folder of media files",
             args.path.display()
         );
     }
-    if args.tmp_path.is_some() {
+    if args.tmp_path.is_some() && !energon_index::storage::is_remote(&args.path) {
         tracing::info!("--tmp-path is only used for remote datasets; ignored");
     }
-    let summary =
-        media_pass(&args.path, filter, args.num_workers, TableMode::Add, !args.no_progress)?;
+    let options = PrepareMediaOptions {
+        filter,
+        num_workers: args.num_workers,
+        tables: TableMode::Add,
+        tmp_path: args.tmp_path.clone(),
+    };
+    let summary = media_pass(&args.path, options, !args.no_progress)?;
     report(&summary);
     Ok(ExitCode::SUCCESS)
 }
@@ -91,12 +96,9 @@ pub(crate) fn run(args: PrepareMediaArgs) -> anyhow::Result<ExitCode> {
 /// Runs the media pass with a progress bar on standard error and prints what it is doing.
 pub(crate) fn media_pass(
     path: &Path,
-    filter: MediaFilter,
-    num_workers: usize,
-    tables: TableMode,
+    options: PrepareMediaOptions,
     show_progress: bool,
 ) -> anyhow::Result<MediaSummary> {
-    let options = PrepareMediaOptions { filter, num_workers, tables };
     let bar = Mutex::new(None::<ProgressBar>);
     let stored = AtomicU64::new(0);
     let on_progress = |event: Progress| {

@@ -145,7 +145,10 @@ impl JoinIndex {
     /// An empty file (what the reference writes for a join without any row) opens as a join of
     /// zero rows.
     pub fn open(path: &Path) -> Result<Self> {
-        let file = File::open(path).map_err(|e| Error::io("cannot open", path, e))?;
+        // A join index in an object store is read from its copy in the local cache.
+        let local =
+            crate::storage::local_file(path).map_err(|e| Error::io("cannot open", path, e))?;
+        let file = File::open(&local).map_err(|e| Error::io("cannot open", path, e))?;
         let len = file.metadata().map_err(|e| Error::io("cannot stat", path, e))?.len();
         if len == 0 {
             return Ok(JoinIndex { path: path.to_owned(), map: None, n_columns: 1, n_rows: 0 });
@@ -339,14 +342,20 @@ pub fn build_join_index(inputs: &[JoinInput], out: &Path) -> Result<JoinSummary>
     if primary.nonmatch != Nonmatch::Error {
         return Err(fail("the primary dataset of a join must have nonmatch: error".to_owned()));
     }
+    // The databases of datasets in an object store are read from their copies in the local cache.
+    let mut local_dbs = Vec::with_capacity(inputs.len());
     for input in inputs {
         // A dataset prepared with `--no-sample-tables` says how to add them.
         crate::sqlite::SqliteIndex::open(&input.db_path)?.require_samples()?;
+        local_dbs.push(
+            crate::storage::local_file(&input.db_path)
+                .map_err(|e| Error::io("cannot open", &input.db_path, e))?,
+        );
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_URI
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(readonly_uri(&primary.db_path), flags)
+    let conn = Connection::open_with_flags(readonly_uri(&local_dbs[0]), flags)
         .map_err(|e| Error::sqlite(&primary.db_path, e))?;
     let aliases: Vec<String> = (0..inputs.len())
         .map(|i| if i == 0 { "main".to_owned() } else { format!("db{i}") })
@@ -355,8 +364,8 @@ pub fn build_join_index(inputs: &[JoinInput], out: &Path) -> Result<JoinSummary>
         let path = input.db_path.clone();
         move |e: rusqlite::Error| Error::sqlite(&path, e)
     };
-    for (input, alias) in inputs.iter().zip(&aliases).skip(1) {
-        conn.execute(&format!("ATTACH DATABASE ?1 AS {alias}"), [readonly_uri(&input.db_path)])
+    for ((input, alias), local) in inputs.iter().zip(&aliases).zip(&local_dbs).skip(1) {
+        conn.execute(&format!("ATTACH DATABASE ?1 AS {alias}"), [readonly_uri(local)])
             .map_err(sql_err(input))?;
     }
     // Maps from tar_file_id to the position in the split part, per input (the last position of

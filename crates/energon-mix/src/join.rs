@@ -96,6 +96,16 @@ pub fn prepare_join(spec: &JoinSpec) -> Result<(PathBuf, JoinStatus)> {
         return Ok((path, JoinStatus::UpToDate));
     }
     let dir = cache_dir(&spec.metadataset);
+    if energon_index::storage::is_remote(&dir) {
+        // Next to a metadataset in an object store: built locally, then uploaded in one PUT.
+        let work = tempfile::tempdir()
+            .map_err(|e| energon_index::Error::io("cannot create", std::env::temp_dir(), e))?;
+        let local = work.path().join(path.file_name().unwrap_or_default());
+        let summary = build_join_index(&inputs, &local)?;
+        energon_index::storage::upload(&local, &path)
+            .map_err(|e| energon_index::Error::io("cannot upload", &path, e))?;
+        return Ok((path, JoinStatus::Built(summary)));
+    }
     fs::create_dir_all(&dir).map_err(|e| energon_index::Error::io("cannot create", &dir, e))?;
     let summary = build_join_index(&inputs, &path)?;
     Ok((path, JoinStatus::Built(summary)))

@@ -42,8 +42,8 @@ pub fn new_index_uuid() -> String {
 /// byte for byte, as in the reference).
 pub fn read_index_uuid(nv_meta_dir: &Path) -> Result<String> {
     let path = nv_meta_dir.join(INDEX_UUID);
-    let bytes = fs::read(&path).map_err(|e| Error::io("cannot read", &path, e))?;
-    String::from_utf8(bytes).map_err(|e| Error::BadMetadata {
+    let bytes = crate::storage::read(&path).map_err(|e| Error::io("cannot read", &path, e))?;
+    String::from_utf8(bytes.to_vec()).map_err(|e| Error::BadMetadata {
         path,
         reason: format!("not UTF-8 at byte offset {}", e.utf8_error().valid_up_to()),
     })

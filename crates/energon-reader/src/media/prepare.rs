@@ -9,6 +9,11 @@
 //! Tasks run on `num_workers` threads; their rows reach one writer ([`MediaIndexWriter`]) in
 //! task order, so the database is the same whatever the thread timing. The writer works on a
 //! copy of `index.sqlite` that replaces it only when the whole pass succeeded.
+//!
+//! A dataset (or folder) in an object store is walked the same way: its objects are listed, each
+//! shard or file is downloaded whole into a local working folder (FFmpeg reads video from files),
+//! the database is written there and uploaded in one PUT when the pass succeeded. There is no
+//! prepare lock in an object store.
 
 use std::{
     collections::BTreeMap,
@@ -25,7 +30,8 @@ use energon_index::{
     discover::{DatasetKind, classify},
     info::read_dataset_info,
     media::{MediaIndexWriter, Metadata, TableMode},
-    tar_scan::scan_shard,
+    storage,
+    tar_scan::scan_bytes,
 };
 
 use super::{AvSource, MediaFilter, Skipped, probe, sniff::PROBE_SIZE};
@@ -47,6 +53,9 @@ pub struct PrepareMediaOptions {
     /// Whether existing media tables are kept and added to (`prepare-media`) or replaced
     /// (`prepare --media-metadata-by-...`).
     pub tables: TableMode,
+    /// Where the local working folder of a remote dataset is made (`--tmp-path`; default the
+    /// system's temporary folder). Unused for local datasets.
+    pub tmp_path: Option<PathBuf>,
 }
 
 /// What the pass walks.
@@ -128,7 +137,7 @@ pub fn prepare_media(
     let index_path = meta_dir.join(INDEX_SQLITE);
     let tasks: Vec<Task> = match kind {
         MediaSourceKind::WebDataset => {
-            if !index_path.is_file() {
+            if !storage::is_file(&index_path) {
                 return Err(Error::Unsupported {
                     path: root.to_owned(),
                     reason: "the dataset has no .nv-meta/index.sqlite (prepared by energon 5 or \
@@ -143,10 +152,36 @@ pub fn prepare_media(
             collect_files(root, &options.filter)?.into_iter().map(Task::File).collect()
         }
     };
-    fs::create_dir_all(&meta_dir).map_err(|e| Error::io("cannot create", &meta_dir, e))?;
-    // The media tables live in `index.sqlite`, which a concurrent `prepare` replaces.
-    let _lock = energon_index::PrepareLock::acquire(root, &meta_dir)?;
-    let mut writer = MediaIndexWriter::open(&index_path, options.tables)?;
+    // A remote dataset's database is written in a local working folder, then uploaded.
+    let work = if storage::is_remote(root) {
+        let base = options.tmp_path.clone().unwrap_or_else(std::env::temp_dir);
+        fs::create_dir_all(&base).map_err(|e| Error::io("cannot create", &base, e))?;
+        let dir = tempfile::Builder::new()
+            .prefix("energon-media-")
+            .tempdir_in(&base)
+            .map_err(|e| Error::io("cannot create a working folder in", &base, e))?;
+        Some(dir)
+    } else {
+        None
+    };
+    let (_lock, db_path) = match &work {
+        Some(dir) => {
+            let local = dir.path().join(INDEX_SQLITE);
+            if storage::is_file(&index_path) {
+                let copy = storage::local_file(&index_path)
+                    .map_err(|e| Error::io("cannot read", &index_path, e))?;
+                fs::copy(&copy, &local).map_err(|e| Error::io("cannot copy", &copy, e))?;
+            }
+            (None, local)
+        }
+        None => {
+            fs::create_dir_all(&meta_dir).map_err(|e| Error::io("cannot create", &meta_dir, e))?;
+            // The media tables live in `index.sqlite`, which a concurrent `prepare` replaces.
+            let lock = energon_index::PrepareLock::acquire(root, &meta_dir)?;
+            (Some(lock), index_path.clone())
+        }
+    };
+    let mut writer = MediaIndexWriter::open(&db_path, options.tables)?;
     progress(Progress::Start { kind, n_tasks: tasks.len() });
 
     let mut summary = MediaSummary {
@@ -175,8 +210,13 @@ pub fn prepare_media(
         progress(Progress::Task { n_stored: n });
         Ok(())
     };
-    run_tasks(root, &tasks, &options.filter, options.num_workers, &mut record)?;
+    let work_dir = work.as_ref().map(tempfile::TempDir::path);
+    run_tasks(root, work_dir, &tasks, &options.filter, options.num_workers, &mut record)?;
     writer.finish(options.filter.strategy(), &options.filter.patterns_joined())?;
+    if work.is_some() {
+        storage::upload(&db_path, &summary.index_path)
+            .map_err(|e| Error::io("cannot upload", &summary.index_path, e))?;
+    }
     Ok(summary)
 }
 
@@ -191,6 +231,7 @@ enum Task {
 /// Runs the tasks on worker threads and hands their results to `record` in task order.
 fn run_tasks(
     root: &Path,
+    work: Option<&Path>,
     tasks: &[Task],
     filter: &MediaFilter,
     num_workers: usize,
@@ -214,8 +255,8 @@ fn run_tasks(
                         return;
                     }
                     let res = match &tasks[i] {
-                        Task::Shard(name) => shard_task(root, name, filter),
-                        Task::File(rel) => Ok(file_task(root, rel, filter)),
+                        Task::Shard(name) => shard_task(root, work, name, filter),
+                        Task::File(rel) => Ok(file_task(root, work, rel, filter)),
                     };
                     if tx.send((i, res)).is_err() {
                         return;
@@ -248,11 +289,35 @@ fn run_tasks(
     })
 }
 
+/// The bytes of `path` and the local file holding them: the file itself, or (for a remote
+/// object) a download into a new file of the working folder `work`, removed when dropped.
+fn local_bytes(
+    path: &Path,
+    work: Option<&Path>,
+) -> std::io::Result<(bytes::Bytes, Option<tempfile::TempPath>)> {
+    let Some(work) = work.filter(|_| storage::is_remote(path)) else {
+        return Ok((map_file(path)?, None));
+    };
+    let bytes = storage::read(path)?;
+    let mut file = tempfile::NamedTempFile::new_in(work)?;
+    std::io::Write::write_all(&mut file, &bytes)?;
+    Ok((bytes, Some(file.into_temp_path())))
+}
+
 /// Probes every member of one shard that the filter takes.
-fn shard_task(root: &Path, shard: &str, filter: &MediaFilter) -> Result<TaskResult> {
+fn shard_task(
+    root: &Path,
+    work: Option<&Path>,
+    shard: &str,
+    filter: &MediaFilter,
+) -> Result<TaskResult> {
     let path = join_rel(root, shard);
-    let scan = scan_shard(&path)?;
-    let data = map_file(&path).map_err(|e| Error::io("cannot map", &path, e))?;
+    let (data, copy) = local_bytes(&path, work).map_err(|e| Error::io("cannot read", &path, e))?;
+    if data.is_empty() {
+        return Err(Error::Index(energon_index::Error::EmptyShard { path }));
+    }
+    let scan = scan_bytes(&path, &data)?;
+    let file = copy.as_deref().unwrap_or(&path);
     let mut result = TaskResult::default();
     for sample in &scan.samples {
         for part in &sample.parts {
@@ -270,7 +335,7 @@ fn shard_task(root: &Path, shard: &str, filter: &MediaFilter) -> Result<TaskResu
                     reason: format!("member {entry_key:?} runs past the end of the shard"),
                 }));
             };
-            let source = AvSource { data: content, file: Some((&path, part.offset_data)) };
+            let source = AvSource { data: content, file: Some((file, part.offset_data)) };
             probe_entry(filter, &entry_key.clone(), entry_key, source, &mut result);
         }
     }
@@ -278,12 +343,13 @@ fn shard_task(root: &Path, shard: &str, filter: &MediaFilter) -> Result<TaskResu
 }
 
 /// Probes one file of a folder.
-fn file_task(root: &Path, rel: &str, filter: &MediaFilter) -> TaskResult {
+fn file_task(root: &Path, work: Option<&Path>, rel: &str, filter: &MediaFilter) -> TaskResult {
     let path = join_rel(root, rel);
     let mut result = TaskResult::default();
-    match map_file(&path) {
-        Ok(data) => {
-            let source = AvSource { data: &data, file: Some((&path, 0)) };
+    match local_bytes(&path, work) {
+        Ok((data, copy)) => {
+            let source =
+                AvSource { data: &data, file: Some((copy.as_deref().unwrap_or(&path), 0)) };
             // As in the reference, a file's type is decided by its base name.
             let name = rel.rsplit('/').next().unwrap_or(rel);
             probe_entry(filter, name, rel.to_owned(), source, &mut result);
@@ -317,6 +383,18 @@ fn probe_entry(
 /// followed (symlinked files are read).
 fn collect_files(root: &Path, filter: &MediaFilter) -> Result<Vec<String>> {
     let mut res: Vec<Vec<String>> = Vec::new();
+    if storage::is_remote(root) {
+        let listed = storage::list_files(root).map_err(|e| Error::io("cannot list", root, e))?;
+        for object in listed {
+            let parts: Vec<String> = object.name.split('/').map(str::to_owned).collect();
+            let (name, dirs) = parts.split_last().expect("split gives one part at least");
+            if !dirs.iter().any(|d| d == NV_META) && filter.considers(name) {
+                res.push(parts);
+            }
+        }
+        res.sort();
+        return Ok(res.into_iter().map(|parts| parts.join("/")).collect());
+    }
     let mut stack: Vec<(PathBuf, Vec<String>)> = vec![(root.to_owned(), Vec::new())];
     while let Some((dir, rel)) = stack.pop() {
         let entries = fs::read_dir(&dir).map_err(|e| Error::io("cannot list", &dir, e))?;

@@ -19,7 +19,7 @@ use crate::media::{
 };
 
 fn options(filter: MediaFilter, num_workers: usize, tables: TableMode) -> PrepareMediaOptions {
-    PrepareMediaOptions { filter, num_workers, tables }
+    PrepareMediaOptions { filter, num_workers, tables, tmp_path: None }
 }
 
 fn ext() -> MediaFilter {
