@@ -161,7 +161,7 @@ fn prepare_with_media_flags_replaces_the_tables_and_plain_prepare_keeps_them() {
 
 /// A folder of generated media: images, WAV and FLAC audio, text, a broken image, and a
 /// `.nv-meta` folder whose files are ignored.
-fn media_folder() -> Dir {
+pub(crate) fn media_folder() -> Dir {
     let dir = Dir::new();
     let write = |rel: &str, data: &[u8]| {
         let path = dir.join(rel);

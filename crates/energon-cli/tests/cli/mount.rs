@@ -22,7 +22,7 @@ use crate::util::{Dir, energon, run, run_err};
 /// Whether FUSE mounts can be tested here; fails (or, when told to, skips loudly) otherwise.
 // The skip must be seen: it goes to standard error, shown with `--nocapture`.
 #[allow(clippy::print_stderr)]
-fn fuse_available(test: &str) -> bool {
+pub(crate) fn fuse_available(test: &str) -> bool {
     let has_dev = Path::new("/dev/fuse").exists();
     let has_tool = Command::new("fusermount3").arg("-V").output().is_ok_and(|o| o.status.success());
     if has_dev && has_tool {
@@ -49,7 +49,7 @@ fn fixture_copy() -> Dir {
 }
 
 /// Every tar member of the fixture's shards: name → content, in shard order.
-fn tar_members(ds: &Path) -> BTreeMap<String, Vec<u8>> {
+pub(crate) fn tar_members(ds: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut res = BTreeMap::new();
     for i in 0..4 {
         let data = fs::read(ds.join(format!("shards/data-{i:06}.tar"))).unwrap();
@@ -66,16 +66,26 @@ fn tar_members(ds: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 /// A running `energon mount`, unmounted with SIGINT when dropped.
-struct Mounted {
+pub(crate) struct Mounted {
     child: Option<Child>,
     mountpoint: PathBuf,
 }
 
 impl Mounted {
     fn start(ds: &Path, mountpoint: &Path, extra: &[&str]) -> Mounted {
+        Mounted::start_with(energon(), ds, mountpoint, extra)
+    }
+
+    /// Like [`Mounted::start`], running `cmd` (`energon` with an environment of its own).
+    pub(crate) fn start_with(
+        mut cmd: Command,
+        ds: &Path,
+        mountpoint: &Path,
+        extra: &[&str],
+    ) -> Mounted {
         fs::create_dir_all(mountpoint).unwrap();
         let dev = fs::metadata(mountpoint).unwrap().dev();
-        let child = energon()
+        let child = cmd
             .arg("mount")
             .arg(ds)
             .arg(mountpoint)
@@ -98,7 +108,7 @@ impl Mounted {
     }
 
     /// Sends Ctrl-C and checks that the command unmounts and exits cleanly.
-    fn stop(mut self) -> String {
+    pub(crate) fn stop(mut self) -> String {
         let child = self.child.take().unwrap();
         nix::sys::signal::kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
         let out = child.wait_with_output().unwrap();

@@ -275,3 +275,193 @@ fn truncated_object_is_an_error_naming_shard_and_offset() {
     assert!(err.contains("data-000001.tar"), "{err}");
     assert!(err.contains("truncated"), "{err}");
 }
+
+/// `stdout` with every mention of the local `path` written as `url`, and the dataset's name
+/// (what `info` calls it: the last path component) as the URL's.
+fn as_remote(stdout: &str, path: &Path, url: &str) -> String {
+    let name = path.file_name().unwrap().to_string_lossy();
+    let url_name = url.rsplit('/').next().unwrap();
+    stdout
+        .replace(&path.display().to_string(), url)
+        .replace(&format!("* {name}: "), &format!("* {url_name}: "))
+}
+
+#[test]
+fn remote_preview_info_and_lint_print_what_local_ones_print() {
+    let server = server_with_fixture();
+    let cache = Dir::new();
+    let ep = server.endpoint();
+    let local = energon_tests::ref_small_dir();
+    let jsonl = local.join("jsonl/data.jsonl");
+    let cases: [(&[&str], &Path, &str); 5] = [
+        (&["preview", "-n", "3", "--width", "16"], &local, "s3://data/ref"),
+        (&["preview", "--non-interactive"], &jsonl, "s3://data/ref/jsonl/data.jsonl"),
+        (&["info"], &local, "s3://data/ref"),
+        (&["lint", "--parallel", "2"], &local, "s3://data/ref"),
+        (&["lint"], &jsonl, "s3://data/ref/jsonl/data.jsonl"),
+    ];
+    for (args, path, url) in cases {
+        let want = run_ok(energon().args(args).arg(path));
+        let got = run_ok(remote(&ep, cache.path()).args(args).arg(url));
+        assert_eq!(got, as_remote(&want, path, url), "{args:?} {url}");
+        assert!(want.lines().count() >= 3, "{want}");
+    }
+
+    // Lint reads the shards from the store: a shard with the tar header of a middle sample
+    // damaged (its size unchanged) is reported, with exit status 1.
+    let shard = local.join("shards/data-000002.tar");
+    let mut bytes = std::fs::read(&shard).unwrap();
+    let idx = std::fs::read(local.join("shards/data-000002.tar.idx")).unwrap();
+    let n = idx.len() / 8;
+    let at = u64::from_le_bytes(idx[(n / 2) * 8..(n / 2) * 8 + 8].try_into().unwrap()) as usize;
+    bytes[at..at + 512].fill(0xa5);
+    let dir = Dir::new();
+    let bad = dir.join("bad.tar");
+    std::fs::write(&bad, &bytes).unwrap();
+    server.put_file(&bad, "data", "ref/shards/data-000002.tar");
+    let (out, stdout, stderr) =
+        run(remote(&ep, cache.path()).args(["lint", "--parallel", "2", "s3://data/ref"]));
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stderr.contains("data-000002.tar"), "{stderr}");
+}
+
+#[test]
+fn remote_prepare_media_writes_what_a_local_one_writes() {
+    let server = S3Server::start();
+    server.create_bucket("data");
+    let cache = Dir::new();
+    let ep = server.endpoint();
+    let dump = |db: &Path| energon_index::sqlite::dump_canonical(db).unwrap();
+
+    // A prepared WebDataset: two runs, rows added to the tables of the first.
+    let fixture = energon_tests::ref_small_dir();
+    server.upload_dir(&fixture, "data", "ref");
+    let local = Dir::new();
+    energon_tests::copy_dir(&fixture, local.path()).unwrap();
+    Command::new("chmod").args(["-R", "u+w"]).arg(local.path()).status().unwrap();
+    let tmp = Dir::new();
+    for flag in ["--media-metadata-by-extension", "--media-metadata-by-header"] {
+        let want =
+            run_ok(energon().arg("prepare-media").arg(local.path()).args(["--no-progress", flag]));
+        let got = run_ok(
+            remote(&ep, cache.path())
+                .args(["prepare-media", "s3://data/ref", "--no-progress", flag, "--tmp-path"])
+                .arg(tmp.path()),
+        );
+        assert_eq!(got, want, "{flag}");
+        assert!(snapshot(tmp.path()).is_empty(), "the working folder is removed");
+    }
+    let got = Dir::new();
+    server.download_dir("data", "ref/.nv-meta", got.path());
+    let db = local.join(".nv-meta/index.sqlite");
+    assert_eq!(dump(&got.join("index.sqlite")), dump(&db));
+    assert!(dump(&db).contains("media_metadata"), "media rows were written");
+
+    // A plain folder of media files becomes a filesystem dataset in the bucket.
+    let folder = crate::media::media_folder();
+    server.upload_dir(folder.path(), "data", "media");
+    let flag = "--media-metadata-by-extension";
+    let (_, want, want_err) =
+        run(energon().arg("prepare-media").arg(folder.path()).args(["--no-progress", flag]));
+    let (out, got, got_err) = run(remote(&ep, cache.path()).args([
+        "prepare-media",
+        "s3://data/media",
+        "--no-progress",
+        flag,
+    ]));
+    assert!(out.status.success(), "{got_err}");
+    assert_eq!(got, want);
+    assert_eq!(got_err, want_err);
+    let got = Dir::new();
+    server.download_dir("data", "media/.nv-meta", got.path());
+    assert_eq!(dump(&got.join("index.sqlite")), dump(&folder.join(".nv-meta/index.sqlite")));
+
+    // `prepare --media-metadata-by-...` of raw shards in the bucket: the index and the media
+    // tables of a local prepare with the same flag.
+    let shards = Dir::new().with_fixture_shards();
+    server.upload_dir(shards.path(), "data", "raw");
+    let flags = ["--non-interactive", "--split-ratio", "8,1,1", "--media-metadata-by-header"];
+    run_ok(energon().arg("prepare").arg(shards.path()).args(flags));
+    run_ok(remote(&ep, cache.path()).args(["prepare", "s3://data/raw"]).args(flags));
+    let got = Dir::new();
+    server.download_dir("data", "raw/.nv-meta", got.path());
+    assert_eq!(dump(&got.join("index.sqlite")), dump(&shards.join(".nv-meta/index.sqlite")));
+}
+
+#[test]
+fn remote_mount_serves_every_member_byte_for_byte() {
+    if !crate::mount::fuse_available("remote_mount_serves_every_member_byte_for_byte") {
+        return;
+    }
+    let server = server_with_fixture();
+    let cache = Dir::new();
+    let members = crate::mount::tar_members(&energon_tests::ref_small_dir());
+    let dir = Dir::new();
+    let mnt = dir.join("mnt");
+    let cmd = remote(&server.endpoint(), cache.path());
+    let mount = crate::mount::Mounted::start_with(cmd, Path::new("s3://data/ref"), &mnt, &[]);
+    let mut listed: Vec<String> = std::fs::read_dir(&mnt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    listed.sort();
+    assert_eq!(listed, members.keys().cloned().collect::<Vec<_>>());
+    let names: Vec<&String> = members.keys().collect();
+    std::thread::scope(|scope| {
+        for chunk in names.chunks(150) {
+            let (mnt, members) = (&mnt, &members);
+            scope.spawn(move || {
+                for name in chunk {
+                    assert_eq!(&std::fs::read(mnt.join(name)).unwrap(), &members[*name], "{name}");
+                }
+            });
+        }
+    });
+    mount.stop();
+}
+
+#[test]
+fn remote_join_traces_like_the_local_one() {
+    let server = server_with_fixture();
+    server.upload_dir(&energon_tests::ref_small_dir(), "data", "again");
+    let cache = Dir::new();
+    let ep = server.endpoint();
+    let local = energon_tests::ref_small_dir();
+    let join = |a: &str, b: &str| {
+        format!(
+            "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n  train:\n    join:\n      - path: {a}\n      - path: {b}\n    joiner:\n      __module__: megatron.energon\n      __class__: CaptioningSample\n"
+        )
+    };
+    let dir = Dir::new();
+    let local_yaml = dir.join("local.yaml");
+    let l = local.display().to_string();
+    std::fs::write(&local_yaml, join(&l, &l)).unwrap();
+    let s3_yaml = dir.join("s3.yaml");
+    std::fs::write(&s3_yaml, join("s3://data/ref", "s3://data/again")).unwrap();
+    let in_bucket = dir.join("in-bucket.yaml");
+    std::fs::write(&in_bucket, join("ref", "./again")).unwrap();
+    server.put_file(&in_bucket, "data", "join.yaml");
+
+    run_ok(energon().arg("prepare").arg(&local_yaml));
+    run_ok(remote(&ep, cache.path()).arg("prepare").arg(&s3_yaml));
+    // The join index of a metadataset in the bucket is written next to it, in the bucket.
+    run_ok(remote(&ep, cache.path()).args(["prepare", "s3://data/join.yaml"]));
+    let got = Dir::new();
+    server.download_dir("data", "join.yaml.cache", got.path());
+    let local_index = snapshot(&dir.join("local.yaml.cache"));
+    assert_eq!(local_index.len(), 1);
+    assert_eq!(snapshot(&dir.join("s3.yaml.cache")), local_index);
+    assert_eq!(snapshot(got.path()), local_index);
+
+    for args in
+        [&["--num-workers", "2", "-n", "150"][..], &["--num-workers", "1", "--batch-size", "3"]]
+    {
+        let want = run_ok(energon().arg("trace").arg(&local_yaml).args(args));
+        assert!(want.lines().count() >= 50, "{want}");
+        let got = run_ok(remote(&ep, cache.path()).arg("trace").arg(&s3_yaml).args(args));
+        assert_eq!(got, want, "join over s3:// datasets {args:?}");
+        let got =
+            run_ok(remote(&ep, cache.path()).args(["trace", "s3://data/join.yaml"]).args(args));
+        assert_eq!(got, want, "join in the bucket {args:?}");
+    }
+}
