@@ -1,17 +1,19 @@
 //! A real S3-compatible server for tests: moto's server (`python3 -m moto.server`) on a free
 //! port of 127.0.0.1, objects put and fetched with boto3 (`s3/s3tool.py`), and [`Proxy`], an HTTP
-//! proxy in front of it that adds latency, answers with throttling errors or stops answering.
+//! proxy in front of it that adds latency, answers with throttling errors or stops answering, and
+//! (for benchmarks) can answer ranged GETs itself from whole objects it fetched once.
 //!
 //! A missing moto is a loud failure saying how to install it (`scripts/test.sh` and CI install
 //! it), never a skipped test.
 
 use std::{
+    collections::BTreeMap,
     io::{self, BufRead, BufReader, Read, Write},
     net::{Shutdown, TcpListener, TcpStream},
     path::Path,
     process::{Child, Command, Stdio},
     sync::{
-        Arc,
+        Arc, Mutex, PoisonError,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
     thread,
@@ -165,6 +167,13 @@ pub struct ProxyControl {
     pub requests: AtomicU64,
     /// Requests answered with `503 SlowDown`.
     pub throttled: AtomicU64,
+    /// Answer a ranged GET from a copy of the whole object, fetched from the upstream once (for
+    /// benchmarks, where moto's own speed would hide the client's): the answer has the upstream's
+    /// headers with the range's `Content-Range` and `Content-Length`. Objects must not change
+    /// while this is set.
+    pub serve_ranges: AtomicBool,
+    /// Ranged GETs answered from such copies.
+    pub served: AtomicU64,
 }
 
 /// An HTTP/1.1 proxy on a free port of 127.0.0.1 in front of an upstream server, for latency and
@@ -185,10 +194,11 @@ impl Proxy {
         let control = Arc::new(ProxyControl::default());
         let ctl = control.clone();
         thread::spawn(move || {
+            let copies = Arc::new(Copies::default());
             for conn in listener.incoming().flatten() {
-                let ctl = ctl.clone();
+                let (ctl, copies) = (ctl.clone(), copies.clone());
                 thread::spawn(move || {
-                    let _ = serve(conn, upstream_port, &ctl);
+                    let _ = serve(conn, upstream_port, &ctl, &copies);
                 });
             }
         });
@@ -231,7 +241,111 @@ fn header<'a>(lines: &'a [String], name: &str) -> Option<&'a str> {
     })
 }
 
-fn serve(client: TcpStream, upstream_port: u16, ctl: &ProxyControl) -> io::Result<()> {
+/// Whole objects fetched for [`ProxyControl::serve_ranges`]: request target → (response head
+/// lines without framing headers, body).
+type Copies = Mutex<BTreeMap<String, Arc<(Vec<String>, Vec<u8>)>>>;
+
+/// Sends `lines` (a request head without `Connection`) and `body` upstream on a new connection
+/// and returns the whole response.
+fn forward(upstream_port: u16, lines: &[String], body: &[u8]) -> io::Result<Vec<u8>> {
+    let mut upstream = TcpStream::connect(("127.0.0.1", upstream_port))?;
+    let mut request = Vec::new();
+    for line in lines {
+        if line.to_ascii_lowercase().starts_with("connection:") {
+            continue;
+        }
+        request.extend_from_slice(line.as_bytes());
+        request.extend_from_slice(b"\r\n");
+    }
+    request.extend_from_slice(b"Connection: close\r\n\r\n");
+    request.extend_from_slice(body);
+    upstream.write_all(&request)?;
+    let mut response = Vec::new();
+    upstream.read_to_end(&mut response)?;
+    let _ = upstream.shutdown(Shutdown::Both);
+    Ok(response)
+}
+
+/// The answer to the ranged GET `lines` from a copy of the whole object (fetched on first use),
+/// or `None` when it is not a plain `bytes=A-B` GET of an object the upstream returns whole.
+fn ranged_answer(
+    lines: &[String],
+    upstream_port: u16,
+    copies: &Copies,
+) -> io::Result<Option<Vec<u8>>> {
+    let Some(target) = lines[0].strip_prefix("GET ").and_then(|r| r.split(' ').next()) else {
+        return Ok(None);
+    };
+    let Some((a, b)) = header(lines, "range")
+        .and_then(|r| r.strip_prefix("bytes="))
+        .and_then(|r| r.split_once('-'))
+        .and_then(|(a, b)| Some((a.parse::<usize>().ok()?, b.parse::<usize>().ok()?)))
+    else {
+        return Ok(None);
+    };
+    let cached = copies.lock().unwrap_or_else(PoisonError::into_inner).get(target).cloned();
+    let copy = match cached {
+        Some(copy) => copy,
+        None => {
+            let whole: Vec<String> = lines
+                .iter()
+                .filter(|l| !l.to_ascii_lowercase().starts_with("range:"))
+                .cloned()
+                .collect();
+            let response = forward(upstream_port, &whole, &[])?;
+            let Some(split) = response.windows(4).position(|w| w == b"\r\n\r\n") else {
+                return Ok(None);
+            };
+            let head = String::from_utf8_lossy(&response[..split]).into_owned();
+            let head_lines: Vec<String> = head.split("\r\n").map(str::to_owned).collect();
+            let whole_body = header(&head_lines, "content-length")
+                .and_then(|n| n.parse::<usize>().ok())
+                .is_some_and(|n| n == response.len() - split - 4);
+            if head.split(' ').nth(1) != Some("200") || !whole_body {
+                return Ok(None);
+            }
+            let kept: Vec<String> = head
+                .split("\r\n")
+                .skip(1)
+                .filter(|l| {
+                    let l = l.to_ascii_lowercase();
+                    !["content-length:", "connection:", "transfer-encoding:", "content-range:"]
+                        .iter()
+                        .any(|h| l.starts_with(h))
+                })
+                .map(str::to_owned)
+                .collect();
+            let copy = Arc::new((kept, response[split + 4..].to_vec()));
+            let mut copies = copies.lock().unwrap_or_else(PoisonError::into_inner);
+            copies.entry(target.to_owned()).or_insert(copy).clone()
+        }
+    };
+    let (head, body) = (&copy.0, &copy.1);
+    if a > b || a >= body.len() {
+        return Ok(None);
+    }
+    let b = b.min(body.len() - 1);
+    let mut reply = b"HTTP/1.1 206 Partial Content\r\n".to_vec();
+    for line in head {
+        reply.extend_from_slice(line.as_bytes());
+        reply.extend_from_slice(b"\r\n");
+    }
+    let framing = format!(
+        "Content-Range: bytes {a}-{b}/{}\r\nContent-Length: {}\r\n\r\n",
+        body.len(),
+        b + 1 - a
+    );
+    reply.extend_from_slice(framing.as_bytes());
+    reply.extend_from_slice(&body[a..=b]);
+    Ok(Some(reply))
+}
+
+fn serve(
+    client: TcpStream,
+    upstream_port: u16,
+    ctl: &ProxyControl,
+    copies: &Copies,
+) -> io::Result<()> {
     let mut out = client.try_clone()?;
     let mut reader = BufReader::new(client);
     while let Some((lines, body)) = read_request(&mut reader)? {
@@ -259,22 +373,15 @@ fn serve(client: TcpStream, upstream_port: u16, ctl: &ProxyControl) -> io::Resul
             )?;
             continue;
         }
-        let is_head = lines[0].starts_with("HEAD ");
-        let mut upstream = TcpStream::connect(("127.0.0.1", upstream_port))?;
-        let mut request = Vec::new();
-        for line in &lines {
-            if line.to_ascii_lowercase().starts_with("connection:") {
-                continue;
-            }
-            request.extend_from_slice(line.as_bytes());
-            request.extend_from_slice(b"\r\n");
+        if ctl.serve_ranges.load(Ordering::SeqCst)
+            && let Some(reply) = ranged_answer(&lines, upstream_port, copies)?
+        {
+            ctl.served.fetch_add(1, Ordering::SeqCst);
+            out.write_all(&reply)?;
+            continue;
         }
-        request.extend_from_slice(b"Connection: close\r\n\r\n");
-        request.extend_from_slice(&body);
-        upstream.write_all(&request)?;
-        let mut response = Vec::new();
-        upstream.read_to_end(&mut response)?;
-        let _ = upstream.shutdown(Shutdown::Both);
+        let is_head = lines[0].starts_with("HEAD ");
+        let response = forward(upstream_port, &lines, &body)?;
         let Some(split) = response.windows(4).position(|w| w == b"\r\n\r\n") else {
             return Ok(());
         };

@@ -3,17 +3,21 @@
 //! latency added by a proxy, for several numbers of requests in flight.
 //!
 //! Each configuration runs in a child process of its own (the storage options are fixed at a
-//! process's first request, and peak memory is then per configuration).
+//! process's first request, and peak memory is then per configuration). Besides the loader, a
+//! "raw" run fetches every shard by 1 MiB ranged reads with the same number of requests in flight
+//! and no loader at all: what the server (and the client) can deliver, the ceiling of a loader.
 
 use std::{
     path::{Path, PathBuf},
     process::Command,
     sync::{Arc, atomic::Ordering},
+    time::Instant,
 };
 
 use clap::Parser;
 use energon_cook::LoaderBuilder;
 use energon_dist::WorkerConfig;
+use energon_index::storage::RemoteObject;
 use energon_index::{
     INFO_JSON, NV_META,
     prepare::{PrepareOptions, prepare_dataset},
@@ -50,7 +54,7 @@ struct Args {
     /// Loader worker threads.
     #[arg(long, default_value_t = 2)]
     num_workers: usize,
-    /// Added latency per request, in milliseconds.
+    /// Added latency per request, in milliseconds (each server is also measured without).
     #[arg(long, default_value_t = 20)]
     latency_ms: u64,
     /// Requests in flight per loader thread to measure (`ENERGON_STORAGE_IN_FLIGHT`).
@@ -59,9 +63,15 @@ struct Args {
     /// Print one JSON line per configuration.
     #[arg(long)]
     json: bool,
+    /// Skip the raw runs (ranged reads without a loader).
+    #[arg(long)]
+    no_raw: bool,
     /// Run one configuration on this path and print its result as JSON (used by the parent).
     #[arg(long, hide = true)]
     child: Option<PathBuf>,
+    /// With --child: fetch the shards by ranged reads instead of loading samples.
+    #[arg(long, hide = true)]
+    raw: bool,
 }
 
 #[allow(clippy::print_stdout)]
@@ -69,7 +79,7 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if let Some(path) = &args.child {
         let reset = energon_bench::reset_peak_rss();
-        let (rate, first_s) = load(&args, path)?;
+        let (rate, first_s) = if args.raw { raw(path)? } else { load(&args, path)? };
         let peak = if reset { energon_bench::peak_rss_mb() } else { None };
         println!(
             "{}",
@@ -89,48 +99,70 @@ fn main() -> anyhow::Result<()> {
     }
     let bytes = shard_bytes(&args.dir.join(&spec.subdir))?;
     println!(
-        "dataset: {} samples in {} shards, {:.1} KB per sample",
+        "dataset: {} samples in {} shards, {:.1} KB per sample; {} loader workers",
         spec.per_shard * spec.shards,
         spec.shards,
-        bytes as f64 / (spec.per_shard * spec.shards) as f64 / 1000.0
+        bytes as f64 / (spec.per_shard * spec.shards) as f64 / 1000.0,
+        args.num_workers
     );
     let server = S3Server::start();
     server.create_bucket("bench");
     server.upload_dir(&args.dir, "bench", "ds");
-    let proxy = Proxy::start(server.port());
-    proxy.control.latency_us.store(args.latency_ms * 1000, Ordering::SeqCst);
+    // Moto answers every request itself (it is slower than a local disk here: the raw runs show
+    // how much); the "ranges from memory" proxies fetch each object from it once and answer the
+    // ranged GETs themselves, as a fast store would, so that the loader's own overheads show.
+    let proxy = |latency_ms: u64, serve_ranges: bool| {
+        let proxy = Proxy::start(server.port());
+        proxy.control.latency_us.store(latency_ms * 1000, Ordering::SeqCst);
+        proxy.control.serve_ranges.store(serve_ranges, Ordering::SeqCst);
+        proxy
+    };
+    let proxies = [
+        ("moto", 0, proxy(0, false)),
+        ("moto", args.latency_ms, proxy(args.latency_ms, false)),
+        ("ranges from memory", 0, proxy(0, true)),
+        ("ranges from memory", args.latency_ms, proxy(args.latency_ms, true)),
+    ];
     let cache = tempfile::tempdir()?;
     let url = PathBuf::from("s3://bench/ds");
 
-    let mut configs = vec![("local disk".to_owned(), args.dir.clone(), None, 8)];
-    configs.push(("S3, no added latency".to_owned(), url.clone(), Some(server.endpoint()), 8));
-    for &n in &args.in_flight {
-        let name = format!("S3 + {} ms", args.latency_ms);
-        configs.push((name, url.clone(), Some(proxy.endpoint()), n));
+    // (name, path, proxy, requests in flight, raw)
+    let mut configs = vec![("local disk".to_owned(), args.dir.clone(), None, 8, false)];
+    for (server_name, latency, proxy) in &proxies {
+        for raw in [false, true] {
+            if raw && args.no_raw {
+                continue;
+            }
+            for &n in &args.in_flight {
+                let what = if raw { "raw GETs" } else { "loader" };
+                let name = format!("{what}, {server_name} + {latency} ms");
+                configs.push((name, url.clone(), Some(proxy), n, raw));
+            }
+        }
     }
     let mut local_rate = None;
-    for (name, path, endpoint, in_flight) in configs {
-        let before = proxy.control.requests.load(Ordering::SeqCst);
-        let result = child(&args, &path, endpoint.as_deref(), in_flight, cache.path())?;
+    for (name, path, proxy, in_flight, raw) in configs {
+        let before = proxy.map_or(0, |p| p.control.requests.load(Ordering::SeqCst));
+        let endpoint = proxy.map(Proxy::endpoint);
+        let result = child(&args, &path, endpoint.as_deref(), in_flight, raw, cache.path())?;
         let rate = result["samples_per_s"].as_f64().unwrap_or(0.0);
         let peak = result["peak_rss_mb"].as_f64();
-        let requests = proxy.control.requests.load(Ordering::SeqCst) - before;
+        let requests = proxy.map_or(0, |p| p.control.requests.load(Ordering::SeqCst)) - before;
         let local = *local_rate.get_or_insert(rate);
         if args.json {
             println!(
                 "{}",
                 serde_json::json!({
-                    "config": name, "in_flight": in_flight, "latency_ms": args.latency_ms,
+                    "config": name, "in_flight": in_flight, "raw": raw,
                     "num_workers": args.num_workers, "samples": args.samples,
                     "samples_per_s": rate, "of_local": rate / local,
                     "first_batch_s": result["first_batch_s"], "peak_rss_mb": peak,
-                    "proxied_requests": requests,
+                    "requests": requests,
                 })
             );
         } else {
             println!(
-                "{name:>22}, {in_flight:>2} in flight, {} workers: {rate:>8.0} samples/s ({:>3.0}% of local), first batch {:.3} s, peak RSS {}",
-                args.num_workers,
+                "{name:>34}, {in_flight:>2} in flight: {rate:>8.0} samples/s ({:>3.0}% of local), {requests:>5} requests, first batch {:.3} s, peak RSS {}",
                 100.0 * rate / local,
                 result["first_batch_s"].as_f64().unwrap_or(0.0),
                 peak.map_or("n/a".to_owned(), |p| format!("{p:.1} MiB"))
@@ -155,9 +187,13 @@ fn child(
     path: &Path,
     endpoint: Option<&str>,
     in_flight: usize,
+    raw: bool,
     cache: &Path,
 ) -> anyhow::Result<Value> {
     let mut cmd = Command::new(std::env::current_exe()?);
+    if raw {
+        cmd.arg("--raw");
+    }
     cmd.arg("--child")
         .arg(path)
         .args(["--samples", &args.samples.to_string()])
@@ -190,4 +226,40 @@ fn load(args: &Args, path: &Path) -> anyhow::Result<(f64, f64)> {
         Ok(Some(energon_bench::touch_pages(&raw)))
     });
     energon_bench::steady_rate(builder, args.batch_size, 0, args.samples)
+}
+
+/// Fetches every shard of the prepared dataset at `path` by ranged reads of
+/// `ENERGON_STORAGE_WINDOW_BYTES` (1 MiB), `ENERGON_STORAGE_IN_FLIGHT` of them in flight, on this
+/// thread; returns the samples/s this delivers (samples of the shards read over the time) and 0.
+fn raw(path: &Path) -> anyhow::Result<(f64, f64)> {
+    let info = energon_index::info::read_dataset_info(path)?;
+    let window = energon_index::storage::options().window_bytes.max(1);
+    let mut objects = Vec::new();
+    let mut samples = 0u64;
+    for (name, count) in &info.shard_counts {
+        let shard = path.join(name);
+        let size = energon_index::storage::size(&shard)?;
+        objects.push((RemoteObject::open_sized(&shard, size)?, size));
+        samples += count;
+    }
+    let windows: Vec<(&RemoteObject, std::ops::Range<u64>)> = objects
+        .iter()
+        .flat_map(|(object, size)| {
+            (0..size.div_ceil(window))
+                .map(move |w| (&**object, w * window..((w + 1) * window).min(*size)))
+        })
+        .collect();
+    let ahead = energon_index::storage::options().in_flight.max(1);
+    let start = Instant::now();
+    let mut total = 0u64;
+    // Windows are started `ahead` before they are read (the thread's bound keeps that many
+    // requests in flight).
+    for (i, (object, w)) in windows.iter().enumerate() {
+        for (o, w) in windows.iter().skip(i).take(ahead) {
+            o.prefetch(w.clone())?;
+        }
+        total += object.read_in(w.clone(), w.clone()).map(|b| b.len() as u64)?;
+    }
+    anyhow::ensure!(total == objects.iter().map(|o| o.1).sum::<u64>(), "short reads");
+    Ok((samples as f64 / start.elapsed().as_secs_f64().max(1e-9), 0.0))
 }
