@@ -19,20 +19,20 @@ use crate::{
 ///
 /// With a prefetch hint ([`LeafSource::with_prefetch`]), the samples where reads go next are
 /// announced before they are read: every open slice's next sample when an epoch starts, and the
-/// first sample of the next slice to open whenever that changes (a dataset in an object store
-/// fetches them in the background, so a new slice does not wait for storage).
+/// first samples of the next four slices to open, each once (a dataset in an object
+/// store fetches them in the background, so a new slice does not wait for storage).
 pub struct LeafSource<R> {
     leaf: LeafIter,
     read: R,
     prefetch: Option<Hint>,
-    /// The next slice's start last announced.
-    announced: Option<u64>,
+    /// The starts of the next slices last announced.
+    announced: Vec<u64>,
 }
 
 impl<R> LeafSource<R> {
     /// A leaf stage over `leaf` reading with `read`.
     pub fn new(leaf: LeafIter, read: R) -> Self {
-        LeafSource { leaf, read, prefetch: None, announced: None }
+        LeafSource { leaf, read, prefetch: None, announced: Vec::new() }
     }
 
     /// Announces the samples where reads go next to `prefetch`, which runs on a small pool of
@@ -47,21 +47,21 @@ impl<R> LeafSource<R> {
         let Some(prefetch) = &self.prefetch else { return };
         // The first sample of an epoch: every open slice is new.
         let epoch_start = self.leaf.epoch_sample_count() == 1;
-        let upcoming = self.leaf.upcoming(epoch_start);
-        let next = upcoming.last().copied();
         if epoch_start {
-            upcoming.into_iter().for_each(|i| submit(prefetch, i));
-        } else if next != self.announced
-            && let Some(i) = next
-        {
-            submit(prefetch, i);
+            self.announced.clear();
+        }
+        let next = self.leaf.upcoming(false, SLICES_AHEAD);
+        if epoch_start {
+            for i in self.leaf.upcoming(true, 0) {
+                submit(prefetch, i);
+            }
+        }
+        for &i in &next {
+            if !self.announced.contains(&i) {
+                submit(prefetch, i);
+            }
         }
         self.announced = next;
-    }
-
-    /// The slice iteration.
-    pub fn leaf(&self) -> &LeafIter {
-        &self.leaf
     }
 }
 
@@ -119,17 +119,23 @@ where
     }
 }
 
+/// How many of the slices to open next are announced to the prefetch hint.
+const SLICES_AHEAD: usize = 4;
+
 /// A prefetch hint of a leaf.
 type Hint = Arc<dyn Fn(u64) + Send + Sync>;
+
+/// A hint to run, with its sample index.
+type Job = (Hint, u64);
 
 /// Threads running prefetch hints.
 const HINT_THREADS: usize = 8;
 
 /// Runs `hint(index)` on the process's prefetch threads (started on first use).
 fn submit(hint: &Hint, index: u64) {
-    static QUEUE: OnceLock<Option<Mutex<mpsc::Sender<(Hint, u64)>>>> = OnceLock::new();
+    static QUEUE: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
     let queue = QUEUE.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<(Hint, u64)>();
+        let (tx, rx) = mpsc::channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
         for i in 0..HINT_THREADS {
             let rx = rx.clone();
@@ -146,10 +152,10 @@ fn submit(hint: &Hint, index: u64) {
                 return None;
             }
         }
-        Some(Mutex::new(tx))
+        Some(tx)
     });
     // Without threads a hint is dropped: it only saves time.
     if let Some(tx) = queue {
-        let _ = tx.lock().unwrap_or_else(PoisonError::into_inner).send((hint.clone(), index));
+        let _ = tx.send((hint.clone(), index));
     }
 }

@@ -274,10 +274,10 @@ impl LeafIter {
     }
 
     /// Where reads of the open epoch go soon, for prefetching: the next sample of every open
-    /// slice when `open` is set, then the first sample of the slice that opens next (nothing
-    /// outside an epoch, and no next slice for [`SliceOrder::WithReplacement`], whose next slice
-    /// is drawn when it opens).
-    pub fn upcoming(&self, open: bool) -> Vec<u64> {
+    /// slice when `open` is set, then the first sample of each of the next `ahead` slices to open,
+    /// the next one first (nothing outside an epoch; for [`SliceOrder::WithReplacement`] the
+    /// next slices are drawn when they open, so none are known).
+    pub fn upcoming(&self, open: bool, ahead: usize) -> Vec<u64> {
         let Some(epoch) = &self.epoch else { return Vec::new() };
         let table = Table::of(&self.slices, self.ranges.as_deref());
         let mut res: Vec<u64> = Vec::new();
@@ -285,7 +285,7 @@ impl LeafIter {
             let cursors = epoch.active.iter().flatten();
             res.extend(cursors.filter(|c| c.current < table.bounds(c.slice).1).map(|c| c.current));
         }
-        if let Some(&next) = epoch.pending.last() {
+        for &next in epoch.pending.iter().rev().take(ahead) {
             let (start, end) = table.bounds(next);
             if start < end {
                 res.push(start);
