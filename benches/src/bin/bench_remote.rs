@@ -259,6 +259,7 @@ fn raw(path: &Path) -> anyhow::Result<(f64, f64)> {
             o.prefetch(w.clone())?;
         }
         total += object.read_in(w.clone(), w.clone()).map(|b| b.len() as u64)?;
+        object.release(w.start);
     }
     anyhow::ensure!(total == objects.iter().map(|o| o.1).sum::<u64>(), "short reads");
     Ok((samples as f64 / start.elapsed().as_secs_f64().max(1e-9), 0.0))
