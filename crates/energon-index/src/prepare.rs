@@ -1,7 +1,8 @@
 //! The `prepare` pipeline: index every shard of a WebDataset and write `.nv-meta/`.
 //!
-//! Shards are scanned in parallel (`num_workers` threads taking shards in order); the scans stream
-//! through a bounded channel to one SQLite writer, so memory stays flat whatever the dataset size.
+//! Shards are scanned in parallel (`num_workers` threads taking shards in order, within a bounded
+//! window of the next shard to write); the scans stream through a bounded channel to one SQLite
+//! writer, so memory stays flat whatever the dataset size ([`index`]).
 //!
 //! A prepare holds the dataset's [`PrepareLock`](crate::PrepareLock), writes and syncs every output under a
 //! temporary name unique to the process, and only then renames them into place in a fixed order
@@ -11,16 +12,16 @@
 use std::{
     fs,
     path::{Path, PathBuf},
-    sync::{
-        atomic::{AtomicBool, AtomicUsize, Ordering},
-        mpsc,
-    },
 };
 
 use crate::{
     Error, INDEX_SQLITE, INFO_JSON, INFO_YAML, NV_META, Result, SPLIT_YAML, discover, fsutil, info,
-    jsonl_idx, shard::ShardScan, split, sqlite, storage, tar_idx, tar_patch, tar_scan,
+    jsonl_idx, split, sqlite, storage, tar_idx, tar_patch,
 };
+
+mod index;
+
+use index::{IdxFiles, IndexJob, Scanned, index_shards};
 
 /// How shards are assigned to split parts.
 #[derive(Debug, Clone, PartialEq)]
@@ -458,223 +459,6 @@ fn remove_stale_tmp_files(meta_dir: &Path, shards: &[PathBuf], split_config: &st
     fsutil::remove_stale_tmp_files(meta_dir, &meta_names.iter().map(|n| n.to_string()).collect());
 }
 
-#[derive(Debug, Default)]
-struct Scanned {
-    shard_counts: Vec<u64>,
-    part_names: Vec<String>,
-    first_keys: Vec<String>,
-}
-
-/// The `.tar.idx` files of an indexing pass: written (their temporary names), or only checked.
-enum IdxFiles {
-    Write(Vec<PathBuf>),
-    Check(Vec<PathBuf>),
-}
-
-/// What [`index_shards`] works on.
-struct IndexJob<'a> {
-    db_path: &'a Path,
-    db_tmp: &'a Path,
-    shards: &'a [String],
-    paths: &'a [PathBuf],
-    idx_files: &'a IdxFiles,
-    num_workers: usize,
-    sample_tables: bool,
-}
-
-fn index_shards(job: &IndexJob<'_>, progress: &(dyn Fn(Progress) + Sync)) -> Result<Scanned> {
-    let IndexJob { db_path, db_tmp, shards, paths, .. } = *job;
-    let mut shard_bytes = Vec::with_capacity(paths.len());
-    for path in paths {
-        if storage::is_remote(path) {
-            shard_bytes.push(storage::size(path).map_err(|e| Error::io("cannot open", path, e))?);
-            continue;
-        }
-        let meta = fs::metadata(path).map_err(|e| Error::io("cannot open", path, e))?;
-        if !meta.is_file() {
-            // A FIFO or device named like a shard would block or never end.
-            return Err(Error::NotAFile { path: path.clone() });
-        }
-        shard_bytes.push(meta.len());
-    }
-    progress(Progress::Start { n_shards: paths.len(), n_bytes: shard_bytes.iter().sum() });
-
-    let _ = fs::remove_file(db_tmp);
-    let mut writer = if job.sample_tables {
-        sqlite::SqliteIndexWriter::create(db_tmp)?
-    } else {
-        sqlite::SqliteIndexWriter::create_without_sample_tables(db_tmp)?
-    };
-    if storage::is_file(db_path) {
-        let local =
-            storage::local_file(db_path).map_err(|e| Error::io("cannot read", db_path, e))?;
-        writer.copy_media_tables_from(&local)?;
-    }
-    let n_workers = job.num_workers.clamp(1, paths.len());
-    let mut scanned = Scanned { shard_counts: vec![0; paths.len()], ..Scanned::default() };
-    // Workers take shards in order from a shared counter and stream their scans to this thread,
-    // the single SQLite writer; the bounded channel keeps memory flat. The writer adds the
-    // shards in shard order (holding back the few that arrive early), so that every index of
-    // the tables grows at its end and the row order does not depend on thread timing.
-    let next_shard = AtomicUsize::new(0);
-    let cancelled = AtomicBool::new(false);
-    let (tx, rx) = mpsc::sync_channel::<(usize, ScannedShard)>(2 * n_workers);
-    std::thread::scope(|scope| -> Result<()> {
-        let mut workers = Vec::with_capacity(n_workers);
-        for _ in 0..n_workers {
-            let tx = tx.clone();
-            let (next_shard, cancelled) = (&next_shard, &cancelled);
-            workers.push(scope.spawn(move || -> Result<(), (usize, Error)> {
-                loop {
-                    let i = next_shard.fetch_add(1, Ordering::Relaxed);
-                    if i >= paths.len() || cancelled.load(Ordering::Relaxed) {
-                        return Ok(());
-                    }
-                    let scan = match scan_one(&paths[i], job.idx_files, i, job.sample_tables) {
-                        Ok(scan) => scan,
-                        Err(err) => {
-                            cancelled.store(true, Ordering::Relaxed);
-                            return Err((i, err));
-                        }
-                    };
-                    if tx.send((i, scan)).is_err() {
-                        // The writer failed and reports its own error.
-                        return Ok(());
-                    }
-                }
-            }));
-        }
-        drop(tx);
-        let mut write_res = Ok(());
-        let mut early = std::collections::BTreeMap::new();
-        let mut next_write = 0;
-        'recv: for (i, scan) in rx.iter() {
-            progress(Progress::Shard { n_samples: scan.n_samples, n_bytes: shard_bytes[i] });
-            early.insert(i, scan);
-            while let Some(scan) = early.remove(&next_write) {
-                write_res = record_shard(&mut writer, &mut scanned, next_write, shards, &scan);
-                if write_res.is_err() {
-                    cancelled.store(true, Ordering::Relaxed);
-                    break 'recv;
-                }
-                next_write += 1;
-            }
-        }
-        drop(rx);
-        // Of several failing shards, report the first in shard order.
-        let mut first_err: Option<(usize, Error)> = None;
-        for worker in workers {
-            let res =
-                worker.join().map_err(|_| Error::Config("a prepare worker panicked".into()))?;
-            if let Err((i, err)) = res
-                && first_err.as_ref().is_none_or(|(j, _)| i < *j)
-            {
-                first_err = Some((i, err));
-            }
-        }
-        if let Some((_, err)) = first_err {
-            return Err(err);
-        }
-        write_res
-    })?;
-    writer.finish()?;
-    Ok(scanned)
-}
-
-/// What a worker sends for one shard.
-struct ScannedShard {
-    /// The scan; without sample tables, only its first samples.
-    scan: ShardScan,
-    n_samples: u64,
-    /// Up to [`MAX_PART_NAMES`] distinct part names of the shard, in order of first appearance.
-    part_names: Vec<String>,
-}
-
-/// How many distinct part names the summary lists.
-const MAX_PART_NAMES: usize = 50;
-
-fn record_shard(
-    writer: &mut sqlite::SqliteIndexWriter,
-    scanned: &mut Scanned,
-    i: usize,
-    shards: &[String],
-    shard: &ScannedShard,
-) -> Result<()> {
-    if writer.has_sample_tables() {
-        writer.add_shard(i as u64, &shards[i], &shard.scan)?;
-    }
-    scanned.shard_counts[i] = shard.n_samples;
-    if i == 0 {
-        scanned.first_keys = shard.scan.samples.iter().take(2).map(|s| s.key.clone()).collect();
-    }
-    // Shards come in order, so this keeps the order of first appearance over the dataset.
-    for name in &shard.part_names {
-        if scanned.part_names.len() >= MAX_PART_NAMES {
-            break;
-        }
-        if !scanned.part_names.contains(name) {
-            scanned.part_names.push(name.clone());
-        }
-    }
-    Ok(())
-}
-
-/// Scans shard `i` and writes its `.tar.idx` (or checks it against the existing one). Without
-/// sample tables, only the first samples' keys and the part names of a shard are kept.
-fn scan_one(
-    path: &Path,
-    idx_files: &IdxFiles,
-    i: usize,
-    sample_tables: bool,
-) -> Result<ScannedShard> {
-    // `scan_shard` reports a shard without samples as `EmptyShard`.
-    let mut scan = tar_scan::scan_shard(path)?;
-    let offsets = scan.offsets();
-    match idx_files {
-        IdxFiles::Write(tmps) => {
-            let idx_tmp = &tmps[i];
-            tar_idx::check_offsets(idx_tmp, &offsets, tar_idx::Check::Write)?;
-            fsutil::write_unsynced(
-                idx_tmp,
-                &tar_idx::encode_offsets(&offsets),
-                fsutil::mode_like(path),
-            )?;
-        }
-        IdxFiles::Check(idx_paths) => check_idx(path, &idx_paths[i], &offsets)?,
-    }
-    let mut part_names: Vec<String> = Vec::new();
-    for part in scan.samples.iter().flat_map(|s| &s.parts) {
-        if part_names.len() >= MAX_PART_NAMES {
-            break;
-        }
-        if !part_names.contains(&part.name) {
-            part_names.push(part.name.clone());
-        }
-    }
-    let n_samples = scan.samples.len() as u64;
-    if !sample_tables {
-        // Only the first keys of the first shard are reported.
-        scan.samples.truncate(2);
-    }
-    Ok(ScannedShard { scan, n_samples, part_names })
-}
-
-/// With `--sample-tables-only`: the shard must still have the sample offsets of its `.tar.idx`.
-fn check_idx(shard: &Path, idx_path: &Path, offsets: &[u64]) -> Result<()> {
-    let idx = tar_idx::TarIndex::open(idx_path)?;
-    if idx.offsets() == offsets {
-        return Ok(());
-    }
-    let reason = match idx.offsets().iter().zip(offsets).position(|(a, b)| a != b) {
-        Some(j) => format!(
-            "sample {j} starts at byte {} in the index but at byte {} in the shard",
-            idx.offsets()[j],
-            offsets[j]
-        ),
-        None => format!("the index has {} samples, the shard {}", idx.len(), offsets.len() - 1),
-    };
-    Err(Error::Inconsistent { first: idx_path.to_owned(), second: shard.to_owned(), reason })
-}
 /// Prepares a JSONL dataset: writes `<file>.jsonl.idx` and returns the number of records.
 pub fn prepare_jsonl(path: &Path) -> Result<u64> {
     let offsets = jsonl_idx::build_jsonl_offsets(path)?;
