@@ -432,6 +432,35 @@ fn unreadable_shards_are_reported() {
     assert!(err.contains("fifo.tar") && err.contains("not a regular file"), "{err}");
 }
 
+/// `--fix-duplicates` on the recorded example (`tests/fixtures/fix-duplicates/`) rewrites the shards
+/// to the reference's bytes and writes its `.tar.idx`, `.info.json`, `split.yaml` and rows.
+#[test]
+fn fix_duplicates_gives_the_reference_result() {
+    let recorded = energon_tests::fixtures_dir().join("fix-duplicates");
+    let dir = Dir::new();
+    fs::create_dir_all(dir.join("shards")).unwrap();
+    for shard in ["a.tar", "b.tar"] {
+        fs::copy(recorded.join("before/shards").join(shard), dir.join("shards").join(shard))
+            .unwrap();
+    }
+    run_ok(prepare(&dir).args(["--split-ratio", "1,0,0", "--non-interactive", "--fix-duplicates"]));
+    let after = recorded.join("after");
+    for rel in [
+        "shards/a.tar",
+        "shards/b.tar",
+        "shards/a.tar.idx",
+        "shards/b.tar.idx",
+        ".nv-meta/.info.json",
+        ".nv-meta/split.yaml",
+    ] {
+        assert!(dir.read(rel) == fs::read(after.join(rel)).unwrap(), "{rel} differs");
+    }
+    assert_eq!(
+        dump_canonical(&dir.join(".nv-meta/index.sqlite")).unwrap(),
+        dump_canonical(&after.join(".nv-meta/index.sqlite")).unwrap()
+    );
+}
+
 #[test]
 fn fix_duplicates_renames_members_into_shard_folders() {
     let dir = Dir::new();
