@@ -19,6 +19,9 @@ export VIRTUAL_ENV="$(cd "$venv" && pwd)"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
 python -m pip install -q webdataset torchvision pyyaml multi-storage-client
 maturin develop -q --release --locked -m crates/energon-py/Cargo.toml
+# The suite's CLI tests run the `energon` program of the same build (checkpoints are read by both).
+cargo build -q --release --locked -p energon-cli
+export ENERGON_BIN="$PWD/target/release/energon"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp -r "$checkout/tests" "$work/tests"
