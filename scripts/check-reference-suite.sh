@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs megatron-energon's own test suite (its `tests/` folder, release 7.4) against energon_rs:
-# `energon_rs.compat.install()` runs before the tests are collected, so every
+# `energon_rs.compat.install()` runs when each interpreter starts, so every
 # `import megatron.energon...` in them resolves to energon_rs. The tests that need the
 # reference's S3 emulator are left out (the object-store tests of energon_rs use moto instead).
 #
@@ -25,12 +25,15 @@ export ENERGON_BIN="$PWD/target/release/energon"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp -r "$checkout/tests" "$work/tests"
-# The suite's package-level conftest: energon_rs stands in for megatron.energon.
-cat > "$work/conftest.py" <<'EOF'
+# energon_rs stands in for megatron.energon in every interpreter of the run, also the processes the
+# tests spawn: a sitecustomize module on the path installs it at start-up.
+mkdir "$work/site"
+cat > "$work/site/sitecustomize.py" <<'EOF'
 import energon_rs.compat
 
 energon_rs.compat.install()
 EOF
+export PYTHONPATH="$work/site${PYTHONPATH:+:$PYTHONPATH}"
 cd "$work"
 # The tests that start the reference's S3 emulator are named after it.
 python -m pytest -q -p no:cacheprovider -rfE --continue-on-collection-errors -k "not s3" tests "$@"
