@@ -212,15 +212,27 @@ def test_waiting_releases_the_gil(ref_small):
 def test_ctrl_c_interrupts_a_blocked_iteration(ref_small):
     release = threading.Event()
     armed = threading.Event()
+    interrupted = threading.Event()
+    handled_in = []
+
+    def on_sigint(signum, frame):
+        # As Python's default handler, once: the exception interrupts whatever the main thread
+        # runs, which must be the blocked `next()`.
+        handled_in.append(f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame else "?")
+        if not interrupted.is_set():
+            interrupted.set()
+            raise KeyboardInterrupt
 
     class Blocking(energon_rs.DefaultTaskEncoder):
         def encode_sample(self, sample):
             # Workers start with the iterator: wait until the main thread is inside
-            # `pytest.raises`, about to enter `next()` or in it, then interrupt it, whatever
-            # the machine's load.
+            # `pytest.raises`, about to enter `next()` or in it, then interrupt it (again while
+            # no handler has run: a signal the kernel gave to a busy thread of a loaded machine
+            # is not lost), whatever the machine's load.
             armed.wait(30)
-            if not release.is_set():
+            while not interrupted.is_set() and not release.is_set():
                 os.kill(os.getpid(), signal.SIGINT)
+                interrupted.wait(0.5)
             release.wait(30)  # blocks the worker (without the GIL) until the test ends
             return sample
 
@@ -229,14 +241,18 @@ def test_ctrl_c_interrupts_a_blocked_iteration(ref_small):
         ref_small, split_part="train", worker_config=wc, batch_size=None, task_encoder=Blocking()
     )
     loader = energon_rs.get_loader(ds)
+    previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        # Built before the interrupt is armed: building calls Python code, where a pending
+        # Built before the interrupt is armed: building calls Python code, where the
         # KeyboardInterrupt would be raised outside the wait this test is about.
         items = iter(loader)
         with pytest.raises(KeyboardInterrupt):
             armed.set()
             next(items)
+    except pytest.fail.Exception:
+        raise AssertionError(f"the interrupt was handled at {handled_in}, not in next()") from None
     finally:
+        signal.signal(signal.SIGINT, previous)
         armed.set()
         release.set()
         loader.close()
