@@ -2,7 +2,7 @@
 //!
 //! Shards are scanned in parallel (`num_workers` threads taking shards in order, within a bounded
 //! window of the next shard to write); the scans stream through a bounded channel to one SQLite
-//! writer, so memory stays flat whatever the dataset size ([`index`]).
+//! writer, so memory stays flat whatever the dataset size (the `index` submodule).
 //!
 //! A prepare holds the dataset's [`PrepareLock`](crate::PrepareLock), writes and syncs every output under a
 //! temporary name unique to the process, and only then renames them into place in a fixed order
