@@ -200,12 +200,7 @@ impl WebDataset {
         let data =
             self.maps.get(shard_id, &shard.path, idx.get(shard.count)).map_err(|source| {
                 if source.kind() == std::io::ErrorKind::NotFound {
-                    Error::MissingShard {
-                        dataset: self.root.to_path_buf(),
-                        shard: shard.name.to_string(),
-                        path: shard.path.clone(),
-                        source,
-                    }
+                    self.missing_shard(shard, source)
                 } else {
                     Error::io("cannot open", &shard.path, source)
                 }
@@ -346,19 +341,9 @@ impl WebDataset {
         let idx = OffsetIndex::open(&path).map_err(|source| {
             if source.kind() == std::io::ErrorKind::NotFound {
                 if energon_index::storage::is_file(&shard.path) {
-                    Error::IndexMismatch {
-                        dataset: self.root.to_path_buf(),
-                        shard: shard.name.to_string(),
-                        path: path.clone(),
-                        reason: "the index file is missing".to_owned(),
-                    }
+                    self.idx_mismatch(shard, "the index file is missing".to_owned())
                 } else {
-                    Error::MissingShard {
-                        dataset: self.root.to_path_buf(),
-                        shard: shard.name.to_string(),
-                        path: shard.path.clone(),
-                        source,
-                    }
+                    self.missing_shard(shard, source)
                 }
             } else {
                 Error::io("cannot read", &path, source)
@@ -426,6 +411,15 @@ impl WebDataset {
                     .filter(|db| db.schema_version().is_some())
             })
             .as_ref()
+    }
+
+    fn missing_shard(&self, shard: &Shard, source: std::io::Error) -> Error {
+        Error::MissingShard {
+            dataset: self.root.to_path_buf(),
+            shard: shard.name.to_string(),
+            path: shard.path.clone(),
+            source,
+        }
     }
 
     fn idx_mismatch(&self, shard: &Shard, reason: String) -> Error {
