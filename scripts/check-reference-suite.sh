@@ -7,7 +7,8 @@
 # Usage: scripts/check-reference-suite.sh MEGATRON_ENERGON_CHECKOUT [PYTEST_ARGS...]
 #   MEGATRON_ENERGON_CHECKOUT: a checkout of megatron-energon at 7.4.0 (only its tests/ is read)
 # The wheel is built into target/py-venv as scripts/test-python.sh builds it (run that once
-# first); the tests' own dependencies (webdataset, torchvision, pyyaml, multi-storage-client) are added there.
+# first); the tests' own dependencies (webdataset, torchvision, pyyaml, multi-storage-client,
+# PyAV) are added there.
 # Prints pytest's summary; the exit status is pytest's.
 set -euo pipefail
 checkout="${1:?usage: scripts/check-reference-suite.sh MEGATRON_ENERGON_CHECKOUT [PYTEST_ARGS...]}"
@@ -17,7 +18,7 @@ venv="${ENERGON_PY_VENV:-target/py-venv}"
 [ -x "$venv/bin/python" ] || { echo "no $venv: run scripts/test-python.sh first" >&2; exit 2; }
 export VIRTUAL_ENV="$(cd "$venv" && pwd)"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
-python -m pip install -q webdataset torchvision pyyaml multi-storage-client
+python -m pip install -q webdataset torchvision pyyaml multi-storage-client av
 maturin develop -q --release --locked -m crates/energon-py/Cargo.toml
 # The suite's CLI tests run the `energon` program of the same build (checkpoints are read by both).
 cargo build -q --release --locked -p energon-cli

@@ -322,10 +322,31 @@ fn write_dataset_yaml(
     };
     let field_map: Vec<(String, String)> = match &args.field_map {
         Some(json) => parse_field_map(json)?,
-        None if interactive => ask_field_map(sample, part_names)?,
-        None => bail!(
-            "--sample-type {sample_type} needs --field-map in non-interactive mode (e.g. '{{\"image\": \"jpg\"}}')"
-        ),
+        None if interactive
+            && prompt::confirm(
+                "Do you want to set a simple field_map[Y] (or write your own sample_loader [n])?",
+                true,
+            )? =>
+        {
+            ask_field_map(sample, part_names)?
+        }
+        None => {
+            // As the reference: a sample loader to edit, for the sample type's fields.
+            let loader = root.join(NV_META).join(dataset_config::SAMPLE_LOADER_FILE);
+            let write = !loader.exists()
+                || (interactive
+                    && prompt::confirm(
+                        "Do you want to override the existing sample loader?",
+                        false,
+                    )?);
+            if write {
+                dataset_config::write_sample_loader_template(&loader, sample, part_names)?;
+                println!("Created {}: edit it to return the proper values.", loader.display());
+            }
+            dataset_config::write_sample_loader_dataset_yaml(&yaml_path, sample.name)?;
+            println!("Wrote {}", yaml_path.display());
+            return Ok(());
+        }
     };
     for (field, _) in &field_map {
         let is_base = dataset_config::BASE_FIELDS.iter().any(|f| f.name == field);

@@ -1,10 +1,15 @@
-//! Interactive prompts: only used when standard input is a terminal, never hangs without one.
+//! Interactive prompts: used when standard input is a terminal (or answers are piped in with
+//! `ENERGON_INTERACTIVE=1`); never hangs without one: the end of input ends a prompt.
 
 use std::io::{self, BufRead, IsTerminal, Write};
 
-/// Whether prompts can be shown (standard input is a terminal).
+/// The environment variable that makes prompts read answers from a standard input that is not a
+/// terminal (scripted answers, one a line).
+pub(crate) const INTERACTIVE_VAR: &str = "ENERGON_INTERACTIVE";
+
+/// Whether prompts can be shown: standard input is a terminal, or `ENERGON_INTERACTIVE=1`.
 pub(crate) fn interactive() -> bool {
-    io::stdin().is_terminal()
+    io::stdin().is_terminal() || std::env::var_os(INTERACTIVE_VAR).is_some_and(|v| v == "1")
 }
 
 /// Asks a question and returns the trimmed answer; `None` at end of input.

@@ -7,7 +7,7 @@ use std::{collections::VecDeque, sync::Arc};
 use crate::{
     context::{SampleContext, StageEnv},
     error::{Error, Result},
-    hook::{HookResult, Outputs},
+    hook::{Generator, HookResult, Outputs},
     policy::Guard,
     restore_key::{KeyPart, RestoreKey},
     stage::{Keyed, Stage, bad_key},
@@ -18,40 +18,91 @@ use crate::{
 pub(crate) type ApplyFn<T, U> =
     Arc<dyn Fn(T, &SampleContext) -> HookResult<Outputs<U>> + Send + Sync>;
 
-/// The outputs of a generator call not handed out yet.
+/// The outputs of a generator call not handed out yet: made already, or made when pulled.
+pub(crate) enum Queued<U> {
+    Ready(VecDeque<U>),
+    Lazy(Box<dyn Generator<U>>),
+}
+
+impl<U: std::fmt::Debug> std::fmt::Debug for Queued<U> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Queued::Ready(values) => f.debug_tuple("Ready").field(values).finish(),
+            Queued::Lazy(_) => f.write_str("Lazy(..)"),
+        }
+    }
+}
+
+/// A generator call whose outputs are being handed out.
 #[derive(Debug)]
 pub(crate) struct Pending<U> {
     pub(crate) inputs: Vec<RestoreKey>,
     pub(crate) index: u64,
     pub(crate) item_index: u64,
     pub(crate) emitted: u64,
-    pub(crate) outputs: VecDeque<U>,
+    pub(crate) outputs: Queued<U>,
+}
+
+/// What a call's result is to the stage that made it.
+pub(crate) enum Started<U> {
+    /// One value, handed out at once (with the call's inputs, given back).
+    One(U, Vec<RestoreKey>),
+    /// A generator, to be handed out from the stage's pending slot.
+    Many(Pending<U>),
 }
 
 impl<U> Pending<U> {
-    /// The next output and its position in the call.
-    pub(crate) fn pop(&mut self) -> Option<(u64, U)> {
-        let value = self.outputs.pop_front()?;
-        let sub = self.emitted;
-        self.emitted += 1;
-        Some((sub, value))
+    /// The result of call `index` on `inputs`, made while the worker prepared item `item_index`.
+    pub(crate) fn start(
+        outputs: Outputs<U>,
+        inputs: Vec<RestoreKey>,
+        index: u64,
+        item_index: u64,
+    ) -> Started<U> {
+        let outputs = match outputs {
+            Outputs::One(value) => return Started::One(value, inputs),
+            Outputs::Many(values) => Queued::Ready(values.into()),
+            Outputs::Lazy(generator) => Queued::Lazy(generator),
+        };
+        Started::Many(Pending { inputs, index, item_index, emitted: 0, outputs })
+    }
+
+    /// The next output and its position in the call; `None` when the call has no more. A lazy
+    /// generator makes it now, in the call's context at the worker's current item.
+    fn pop(&mut self, env: &StageEnv) -> HookResult<Option<(u64, U)>> {
+        let value = match &mut self.outputs {
+            Queued::Ready(values) => values.pop_front(),
+            Queued::Lazy(generator) => generator.next(&env.context(self.index))?,
+        };
+        Ok(value.map(|value| {
+            let sub = self.emitted;
+            self.emitted += 1;
+            (sub, value)
+        }))
     }
 
     /// Hands out the next output of the call in `slot`, keyed by `key(call index, output
-    /// position, input keys)`, and empties the slot once the call has nothing left.
+    /// position, input keys)`, and empties the slot once the call has nothing left. A lazy
+    /// generator that fails is handled by `guard` as its call would be: the rest of its
+    /// outputs are dropped.
     pub(crate) fn next_from(
         slot: &mut Option<Pending<U>>,
-        key: impl FnOnce(u64, u64, &[RestoreKey]) -> RestoreKey,
-    ) -> Option<Keyed<U>> {
-        let pending = slot.as_mut()?;
-        let res = pending.pop().map(|(sub, value)| Keyed {
-            restore_key: key(pending.index, sub, &pending.inputs),
-            value,
-        });
-        if pending.outputs.is_empty() {
+        env: &StageEnv,
+        guard: &mut Guard,
+        key: impl Fn(u64, Option<u64>, &[RestoreKey]) -> RestoreKey,
+    ) -> Result<Option<Keyed<U>>> {
+        let Some(pending) = slot.as_mut() else { return Ok(None) };
+        let res = pending.pop(env);
+        let popped = guard.handle(res, || key(pending.index, None, &pending.inputs).to_string())?;
+        let Some(Some((sub, value))) = popped else {
+            *slot = None;
+            return Ok(None);
+        };
+        let item = Keyed { restore_key: key(pending.index, Some(sub), &pending.inputs), value };
+        if matches!(&pending.outputs, Queued::Ready(values) if values.is_empty()) {
             *slot = None;
         }
-        res
+        Ok(Some(item))
     }
 
     pub(crate) fn state(&self) -> PendingCall {
@@ -63,31 +114,30 @@ impl<U> Pending<U> {
         }
     }
 
-    /// Continues a saved call: `outputs` are the call's outputs made again.
-    pub(crate) fn resume(call: &PendingCall, outputs: Outputs<U>) -> Result<Self> {
-        let Outputs::Many(outputs) = outputs else {
+    /// Continues a saved call: `outputs` are the call's outputs made again (a lazy generator
+    /// makes and drops the ones handed out before, in `env`'s current context).
+    pub(crate) fn resume(call: &PendingCall, outputs: Outputs<U>, env: &StageEnv) -> Result<Self> {
+        let inputs = call.inputs.clone();
+        let Started::Many(mut pending) =
+            Pending::start(outputs, inputs, call.index, call.item_index)
+        else {
             return Err(Error::BadState {
                 reason: "a saved generator call returned a single value on restore".to_owned(),
             });
         };
-        let emitted = usize::try_from(call.emitted).unwrap_or(usize::MAX);
-        if emitted > outputs.len() {
-            return Err(Error::BadState {
-                reason: format!(
-                    "a generator call that had yielded {emitted} values yields {} on restore",
-                    outputs.len()
-                ),
-            });
+        let describe =
+            || format!("{:?}", call.inputs.iter().map(ToString::to_string).collect::<Vec<_>>());
+        for made in 0..call.emitted {
+            if call_on_restore("generator", pending.pop(env), describe)?.is_none() {
+                return Err(Error::BadState {
+                    reason: format!(
+                        "a generator call that had yielded {} values yields {made} on restore",
+                        call.emitted
+                    ),
+                });
+            }
         }
-        let mut outputs: VecDeque<U> = outputs.into();
-        outputs.drain(..emitted);
-        Ok(Pending {
-            inputs: call.inputs.clone(),
-            index: call.index,
-            item_index: call.item_index,
-            emitted: call.emitted,
-            outputs,
-        })
+        Ok(pending)
     }
 }
 
@@ -148,21 +198,36 @@ pub(crate) fn nested_keys(stage: &'static str, rest: &[KeyPart]) -> Result<Vec<R
         .collect()
 }
 
-/// Picks output `sub` of a call made again on restore (`None`: the call returned one value).
-pub(crate) fn pick<U>(outputs: Outputs<U>, sub: Option<u64>, key: &[KeyPart]) -> Result<U> {
-    let found = match (outputs, sub) {
-        (Outputs::One(value), None) => Some(value),
-        (Outputs::Many(values), Some(sub)) => {
-            usize::try_from(sub).ok().and_then(|sub| values.into_iter().nth(sub))
-        }
-        _ => None,
-    };
-    found.ok_or_else(|| Error::BadState {
+/// Picks output `sub` of a call made again on restore (`None`: the call returned one value); a
+/// lazy generator is pulled up to it in `ctx`.
+pub(crate) fn pick<U>(
+    outputs: Outputs<U>,
+    sub: Option<u64>,
+    key: &[KeyPart],
+    ctx: &SampleContext,
+) -> Result<U> {
+    let missing = || Error::BadState {
         reason: format!(
             "the hook no longer makes the output {} on restore (it must be deterministic)",
             RestoreKey::from_parts(key.to_vec())
         ),
-    })
+    };
+    let described = || RestoreKey::from_parts(key.to_vec()).to_string();
+    match (outputs, sub) {
+        (Outputs::One(value), None) => Ok(value),
+        (Outputs::Many(values), Some(sub)) => usize::try_from(sub)
+            .ok()
+            .and_then(|sub| values.into_iter().nth(sub))
+            .ok_or_else(missing),
+        (Outputs::Lazy(mut generator), Some(sub)) => {
+            for _ in 0..sub {
+                call_on_restore("generator", generator.next(ctx), described)?
+                    .ok_or_else(missing)?;
+            }
+            call_on_restore("generator", generator.next(ctx), described)?.ok_or_else(missing)
+        }
+        _ => Err(missing()),
+    }
 }
 
 /// Calls a hook on restore, where skipping or failing is an error (the reference's
@@ -220,9 +285,11 @@ where
 
     fn next(&mut self) -> Result<Option<Keyed<U>>> {
         loop {
-            if let Some(item) = Pending::next_from(&mut self.pending, |index, sub, inputs| {
-                map_key("MapDataset", index, Some(sub), &inputs[0])
-            }) {
+            let key =
+                |index, sub, inputs: &[RestoreKey]| map_key("MapDataset", index, sub, &inputs[0]);
+            if let Some(item) =
+                Pending::next_from(&mut self.pending, &self.env, &mut self.guard, key)?
+            {
                 return Ok(Some(item));
             }
             let Some(item) = self.inner.next()? else { return Ok(None) };
@@ -231,21 +298,13 @@ where
             let ctx = self.env.context(index);
             let res = (self.f)(item.value, &ctx);
             let input = item.restore_key;
-            match self.guard.handle(res, || input.to_string())? {
-                None => {}
-                Some(Outputs::One(value)) => {
-                    let restore_key = map_key("MapDataset", index, None, &input);
+            let Some(outputs) = self.guard.handle(res, || input.to_string())? else { continue };
+            match Pending::start(outputs, vec![input], index, ctx.item_index()) {
+                Started::One(value, inputs) => {
+                    let restore_key = map_key("MapDataset", index, None, &inputs[0]);
                     return Ok(Some(Keyed { restore_key, value }));
                 }
-                Some(Outputs::Many(values)) => {
-                    self.pending = Some(Pending {
-                        inputs: vec![input],
-                        index,
-                        item_index: ctx.item_index(),
-                        emitted: 0,
-                        outputs: values.into(),
-                    });
-                }
+                Started::Many(pending) => self.pending = Some(pending),
             }
         }
     }
@@ -285,7 +344,7 @@ where
                 let ctx = self.env.context_at(call.index, call.item_index);
                 let outputs =
                     call_on_restore(self.hook, (self.f)(item.value, &ctx), || input.to_string())?;
-                Some(Pending::resume(call, outputs)?)
+                Some(Pending::resume(call, outputs, &self.env)?)
             }
         };
         Ok(())
@@ -297,7 +356,7 @@ where
         let ctx = self.env.context(index);
         let res = (self.f)(item.value, &ctx);
         let outputs = call_on_restore(self.hook, res, || item.restore_key.to_string())?;
-        let value = pick(outputs, sub, key)?;
+        let value = pick(outputs, sub, key, &ctx)?;
         Ok(Keyed { restore_key: map_key("MapDataset", index, sub, &item.restore_key), value })
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::{
-    apply::{Pending, call_on_restore, group_key, nested_keys, pick, split_call_key},
+    apply::{Pending, Started, call_on_restore, group_key, nested_keys, pick, split_call_key},
     context::{SampleContext, StageEnv, WorkerInfo},
     error::{Error, Result},
     hook::{HookResult, Outputs},
@@ -98,9 +98,11 @@ where
 
     fn next(&mut self) -> Result<Option<Keyed<B>>> {
         loop {
-            if let Some(item) = Pending::next_from(&mut self.pending, |index, sub, inputs| {
-                group_key("BatchDataset", index, Some(sub), inputs)
-            }) {
+            let key =
+                |index, sub, inputs: &[RestoreKey]| group_key("BatchDataset", index, sub, inputs);
+            if let Some(item) =
+                Pending::next_from(&mut self.pending, &self.env, &mut self.guard, key)?
+            {
                 return Ok(Some(item));
             }
             if self.pass_done {
@@ -123,25 +125,15 @@ where
             let keys: Vec<RestoreKey> = samples.iter().map(|s| s.restore_key.clone()).collect();
             let ctx = self.env.context(index);
             let res = (self.f)(samples, &ctx);
-            match self
-                .guard
-                .handle(res, || group_key("BatchDataset", index, None, &keys).to_string())?
-            {
-                // The batch is dropped; the next group takes its turn.
-                None => {}
-                Some(Outputs::One(value)) => {
+            let what = || group_key("BatchDataset", index, None, &keys).to_string();
+            // A dropped batch: the next group takes its turn.
+            let Some(outputs) = self.guard.handle(res, what)? else { continue };
+            match Pending::start(outputs, keys, index, ctx.item_index()) {
+                Started::One(value, keys) => {
                     let restore_key = group_key("BatchDataset", index, None, &keys);
                     return Ok(Some(Keyed { restore_key, value }));
                 }
-                Some(Outputs::Many(values)) => {
-                    self.pending = Some(Pending {
-                        inputs: keys,
-                        index,
-                        item_index: ctx.item_index(),
-                        emitted: 0,
-                        outputs: values.into(),
-                    });
-                }
+                Started::Many(pending) => self.pending = Some(pending),
             }
         }
     }
@@ -188,7 +180,7 @@ where
                 let outputs = call_on_restore("batch", res, || {
                     group_key("BatchDataset", call.index, None, &call.inputs).to_string()
                 })?;
-                Some(Pending::resume(call, outputs)?)
+                Some(Pending::resume(call, outputs, &self.env)?)
             }
         };
         Ok(())
@@ -202,7 +194,7 @@ where
         let res = (self.f)(samples, &ctx);
         let outputs =
             call_on_restore("batch", res, || RestoreKey::from_parts(key.to_vec()).to_string())?;
-        let value = pick(outputs, sub, key)?;
+        let value = pick(outputs, sub, key, &ctx)?;
         Ok(Keyed { restore_key: group_key("BatchDataset", index, sub, &keys), value })
     }
 }

@@ -36,8 +36,8 @@ pub const OLDEST_CHECKPOINT_VERSION: u32 = 3;
 
 /// A description of a loader: dataset, pipeline settings, worker configuration, task encoder
 /// settings, as `key = value` entries (the reference's `loader.config()`). Restoring a
-/// checkpoint compares the checkpoint's with the loader's; keys starting with `_` (paths) are
-/// informative and not compared.
+/// checkpoint compares the checkpoint's with the loader's; keys with a `.`-separated part
+/// starting with `_` (paths, the task encoder's class) are informative and not compared.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PipelineConfig(pub BTreeMap<String, String>);
 
@@ -58,7 +58,8 @@ impl PipelineConfig {
         let keys: std::collections::BTreeSet<&String> =
             self.0.keys().chain(loader.0.keys()).collect();
         keys.into_iter()
-            .filter(|k| !k.starts_with('_') && !ignore.contains(&k.as_str()))
+            .filter(|k| !k.split('.').any(|part| part.starts_with('_')))
+            .filter(|k| !ignore.contains(&k.as_str()))
             .filter_map(|k| {
                 let (a, b) = (self.0.get(k), loader.0.get(k));
                 (a != b).then(|| ConfigDifference {

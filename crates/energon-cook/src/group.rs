@@ -81,7 +81,7 @@ impl<S, T, B> GroupBatch<S, T, B> {
         match self.batch_guard.handle(res, || key().to_string())? {
             None => Ok(None),
             Some(Outputs::One(value)) => Ok(Some(Keyed { restore_key: key(), value })),
-            Some(Outputs::Many(_)) => Err(generator_error()),
+            Some(Outputs::Many(_) | Outputs::Lazy(_)) => Err(generator_error()),
         }
     }
 
@@ -252,7 +252,7 @@ where
         let restore_key = group_key("GroupBatchDataset", index, None, &keys);
         match call_on_restore("batch", res, || restore_key.to_string())? {
             Outputs::One(value) => Ok(Keyed { restore_key, value }),
-            Outputs::Many(_) => Err(generator_error()),
+            Outputs::Many(_) | Outputs::Lazy(_) => Err(generator_error()),
         }
     }
 }

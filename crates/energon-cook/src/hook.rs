@@ -2,9 +2,12 @@
 //!
 //! The reference lets a hook return a value, be a generator (0..n values), raise `SkipSample`,
 //! raise an ordinary exception (logged, the sample skipped, counted against a failure tolerance)
-//! or raise a fatal one. [`Outputs`] and [`HookError`] say the same in Rust.
+//! or raise a fatal one. [`Outputs`] (with [`Generator`] for values made one at a time) and
+//! [`HookError`] say the same in Rust.
 
 use std::fmt;
+
+use crate::context::SampleContext;
 
 /// Any error a hook may report.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -64,41 +67,80 @@ impl fmt::Display for HookError {
     }
 }
 
+/// A generator hook's outputs, made one at a time as the stage hands them out (the reference
+/// iterates a generator lazily, so each value sees the worker's state at the moment it is
+/// pulled: `current_batch_index`, random state between yields).
+pub trait Generator<T>: Send {
+    /// The next value (`Ok(None)`: the generator is done), made in `ctx`: the context of the
+    /// call that created the generator, at the worker's current item.
+    fn next(&mut self, ctx: &SampleContext) -> HookResult<Option<T>>;
+}
+
 /// What a hook made of its input.
-#[derive(Debug, Clone, PartialEq)]
 pub enum Outputs<T> {
     /// Exactly one value (a plain return in the reference).
     One(T),
-    /// Any number of values (a generator in the reference). Their restore keys carry the
-    /// position within the call, as the reference's do, so each can be re-created alone.
+    /// Any number of values, made at once. Their restore keys carry the position within the
+    /// call, as the reference's do, so each can be re-created alone.
     Many(Vec<T>),
+    /// Any number of values, made one at a time (a generator in the reference); keyed like
+    /// [`Outputs::Many`].
+    Lazy(Box<dyn Generator<T>>),
+}
+
+impl<T: fmt::Debug> fmt::Debug for Outputs<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outputs::One(value) => f.debug_tuple("One").field(value).finish(),
+            Outputs::Many(values) => f.debug_tuple("Many").field(values).finish(),
+            Outputs::Lazy(_) => f.write_str("Lazy(..)"),
+        }
+    }
 }
 
 impl<T> Outputs<T> {
-    /// The number of values.
-    pub fn len(&self) -> usize {
-        match self {
-            Outputs::One(_) => 1,
-            Outputs::Many(v) => v.len(),
-        }
-    }
-
-    /// Whether there is no value.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Whether these are a generator's values.
+    /// Whether these are a generator's values (keyed by their position in the call).
     pub fn is_many(&self) -> bool {
-        matches!(self, Outputs::Many(_))
+        !matches!(self, Outputs::One(_))
     }
 
-    /// The values, in order.
-    pub fn into_vec(self) -> Vec<T> {
+    /// All values, in order; a lazy generator is run to its end in `ctx`.
+    pub fn into_vec(self, ctx: &SampleContext) -> HookResult<Vec<T>> {
         match self {
-            Outputs::One(x) => vec![x],
-            Outputs::Many(v) => v,
+            Outputs::One(x) => Ok(vec![x]),
+            Outputs::Many(v) => Ok(v),
+            Outputs::Lazy(mut g) => {
+                let mut values = Vec::new();
+                while let Some(value) = g.next(ctx)? {
+                    values.push(value);
+                }
+                Ok(values)
+            }
         }
+    }
+
+    /// Each value transformed by `f` (lazily for a lazy generator).
+    pub fn map<U: 'static>(self, f: impl Fn(T) -> U + Send + 'static) -> Outputs<U>
+    where
+        T: 'static,
+    {
+        match self {
+            Outputs::One(x) => Outputs::One(f(x)),
+            Outputs::Many(v) => Outputs::Many(v.into_iter().map(f).collect()),
+            Outputs::Lazy(inner) => Outputs::Lazy(Box::new(Mapped { inner, f })),
+        }
+    }
+}
+
+/// A lazy generator whose values are transformed (see [`Outputs::map`]).
+struct Mapped<T, F> {
+    inner: Box<dyn Generator<T>>,
+    f: F,
+}
+
+impl<T, U, F: Fn(T) -> U + Send> Generator<U> for Mapped<T, F> {
+    fn next(&mut self, ctx: &SampleContext) -> HookResult<Option<U>> {
+        Ok(self.inner.next(ctx)?.map(&self.f))
     }
 }
 
@@ -131,7 +173,19 @@ mod tests {
         assert_eq!(cast::<u32, u32>(7), Some(7));
         assert_eq!(cast::<u32, u64>(7), None);
         assert!(same_type::<String, String>() && !same_type::<String, &str>());
-        assert_eq!(Outputs::from(3).into_vec(), [3]);
-        assert!(Outputs::<u8>::Many(vec![]).is_empty());
+        let worker =
+            crate::WorkerInfo::new(&energon_dist::WorkerConfig::new(0, 1, 0).unwrap(), 0).unwrap();
+        let ctx = SampleContext::new(worker, 0, 0);
+        assert_eq!(Outputs::from(3).into_vec(&ctx).unwrap(), [3]);
+        assert!(!Outputs::from(3).is_many() && Outputs::<u8>::Many(vec![]).is_many());
+        struct Count(u32);
+        impl Generator<u32> for Count {
+            fn next(&mut self, ctx: &SampleContext) -> HookResult<Option<u32>> {
+                self.0 += 1;
+                Ok((self.0 <= 3).then_some(self.0 * 10 + ctx.index() as u32))
+            }
+        }
+        let lazy = Outputs::Lazy(Box::new(Count(0))).map(|v| v + 1);
+        assert_eq!(lazy.into_vec(&ctx).unwrap(), [11, 21, 31]);
     }
 }

@@ -92,7 +92,7 @@ pub use crate::{
     elastic::samples_left_in_pass,
     encoder::{AuxStore, CookContext, CookFn, Cooker, DefaultTaskEncoder, Hooks, TaskEncoder},
     error::{ConfigDifference, Error, Result},
-    hook::{BoxError, HookError, HookResult, Outputs},
+    hook::{BoxError, Generator, HookError, HookResult, Outputs},
     loader::{Loaded, Loader, LoaderConfig},
     policy::{ErrorPolicy, FailureStats, HookCounts},
     repeat::Repeat,

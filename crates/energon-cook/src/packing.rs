@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use crate::{
-    apply::{Pending, call_on_restore, group_key, map_key, nested_keys, pick, split_call_key},
+    apply::{
+        Pending, Started, call_on_restore, group_key, map_key, nested_keys, pick, split_call_key,
+    },
     context::{SampleContext, StageEnv},
     error::{Error, Result},
     hook::{HookError, HookResult, Outputs},
@@ -154,19 +156,13 @@ where
         let ctx = self.env.context(index);
         let res = (self.hooks.pack)(members, &ctx);
         let what = || group_key("PackingDataset", index, None, &keys).to_string();
-        Ok(match self.guards[PACK].handle(res, what)? {
-            None => None,
-            Some(Outputs::One(value)) => {
+        let Some(outputs) = self.guards[PACK].handle(res, what)? else { return Ok(None) };
+        Ok(match Pending::start(outputs, keys, index, ctx.item_index()) {
+            Started::One(value, keys) => {
                 Some(Keyed { restore_key: group_key("PackingDataset", index, None, &keys), value })
             }
-            Some(Outputs::Many(values)) => {
-                self.pending = Some(Pending {
-                    inputs: keys,
-                    index,
-                    item_index: ctx.item_index(),
-                    emitted: 0,
-                    outputs: values.into(),
-                });
+            Started::Many(pending) => {
+                self.pending = Some(pending);
                 None
             }
         })
@@ -229,9 +225,10 @@ where
 
     fn next(&mut self) -> Result<Option<Keyed<T>>> {
         loop {
-            if let Some(item) = Pending::next_from(&mut self.pending, |index, sub, inputs| {
-                group_key("PackingDataset", index, Some(sub), inputs)
-            }) {
+            let key =
+                |index, sub, inputs: &[RestoreKey]| group_key("PackingDataset", index, sub, inputs);
+            let guard = &mut self.guards[PACK];
+            if let Some(item) = Pending::next_from(&mut self.pending, &self.env, guard, key)? {
                 return Ok(Some(item));
             }
             if self.draining {
@@ -359,7 +356,7 @@ where
                 let outputs = call_on_restore("pack_selected_samples", res, || {
                     group_key("PackingDataset", call.index, None, &call.inputs).to_string()
                 })?;
-                Some(Pending::resume(call, outputs)?)
+                Some(Pending::resume(call, outputs, &self.env)?)
             }
         };
         Ok(())
@@ -374,7 +371,7 @@ where
         let outputs = call_on_restore("pack_selected_samples", res, || {
             RestoreKey::from_parts(key.to_vec()).to_string()
         })?;
-        let value = pick(outputs, sub, key)?;
+        let value = pick(outputs, sub, key, &ctx)?;
         Ok(Keyed { restore_key: group_key("PackingDataset", index, sub, &keys), value })
     }
 }

@@ -178,6 +178,63 @@ pub fn write_standard_dataset_yaml(
     )
 }
 
+/// The file name of the sample loader prepare writes for a sample type without a field map.
+pub const SAMPLE_LOADER_FILE: &str = "sample_loader.py";
+
+/// A `sample_loader.py` to edit: a `sample_loader` returning `sample`'s fields (each to be
+/// taken from a part) and a `part_filter` keeping the parts found.
+fn sample_loader_template(sample: &SampleTypeInfo, part_names: &[String]) -> String {
+    let mut text = format!(
+        "# Written by `energon prepare` for {name}: edit it to build the samples.\n\
+         #\n\
+         # `sample_loader` gets the parts of one sample by name (decoded: images as tensors,\n\
+         # text as str) and returns the fields of a {name}.\n\n\n\
+         def sample_loader(raw: dict) -> dict:\n    return dict(\n",
+        name = sample.name
+    );
+    for field in sample.fields {
+        let default = match field.default {
+            Some(default) if field.optional => format!(" (default: {default})"),
+            _ => String::new(),
+        };
+        text.push_str(&format!(
+            "        {}=raw[\"TODO\"],  # {}{default}\n",
+            field.name, field.type_name
+        ));
+    }
+    let parts: Vec<String> = part_names.iter().map(|p| format!("{p:?}")).collect();
+    let parts = match parts.len() {
+        1 => format!("({},)", parts[0]),
+        _ => format!("({})", parts.join(", ")),
+    };
+    text.push_str(&format!(
+        "    )\n\n\ndef part_filter(part: str) -> bool:\n    \
+         # The parts `sample_loader` reads (the others are not decoded).\n    \
+         return part in {parts}\n"
+    ));
+    text
+}
+
+/// Writes a `sample_loader.py` to edit at `path`: a `sample_loader` returning `sample`'s fields
+/// (each to be taken from a part) and a `part_filter` keeping `part_names`.
+pub fn write_sample_loader_template(
+    path: &Path,
+    sample: &SampleTypeInfo,
+    part_names: &[String],
+) -> Result<()> {
+    fsutil::atomic_write(path, sample_loader_template(sample, part_names).as_bytes())
+}
+
+/// Writes the `dataset.yaml` of a built-in sample type whose samples the `sample_loader.py`
+/// beside it builds.
+pub fn write_sample_loader_dataset_yaml(path: &Path, sample_type: &str) -> Result<()> {
+    let loading = SampleLoading::Custom {
+        sample_loader: format!("{SAMPLE_LOADER_FILE}:sample_loader"),
+        part_filter: PartFilter::Function(format!("{SAMPLE_LOADER_FILE}:part_filter")),
+    };
+    write_dataset_config(path, &DatasetConfig::standard(sample_type, loading))
+}
+
 /// The YAML text of `config` as Energon's prepare writes it (`yaml.dump(sort_keys=False)`).
 pub fn dataset_config_bytes(config: &DatasetConfig) -> String {
     yaml::dump_yaml(&config.to_value(), DumpOptions { sort_keys: false })

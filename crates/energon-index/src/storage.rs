@@ -50,6 +50,7 @@ mod location;
 mod msc;
 #[cfg(feature = "remote")]
 mod object;
+mod rclone;
 #[cfg(feature = "remote")]
 mod remote;
 

@@ -58,6 +58,6 @@ pub use crate::{
     prepare::{PrepareReport, PreparedJoin, prepare_metadataset},
     resolve::{
         AuxSource, BlendMode, LeafKind, Metadataset, ResolveOptions, ResolvedLeaf, ResolvedSplit,
-        TraversedLeaf, resolve_path,
+        TraversedLeaf, resolve_path, traverse,
     },
 };

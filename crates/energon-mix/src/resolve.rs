@@ -21,6 +21,7 @@
 mod load;
 #[cfg(test)]
 mod tests;
+mod traverse;
 mod tree;
 
 use std::{
@@ -38,7 +39,7 @@ use crate::{
     grammar::{Joiner, MetadatasetFile, Nonmatch, Repetitions},
 };
 
-pub use self::load::AuxSource;
+pub use self::{load::AuxSource, traverse::traverse};
 
 /// How many metadataset files one chain of nested references may hold, the root included.
 /// Loading and resolving recurse once per level; the bound keeps them far from the end of the
@@ -218,35 +219,9 @@ impl Metadataset {
     pub fn resolve(&self, split_part: &str, options: &ResolveOptions) -> Result<ResolvedSplit> {
         tree::resolve(self, split_part, options)
     }
-
-    /// The leaves of split `split_part` as the reference's `traverse_metadataset` lists them:
-    /// path, split part, aux paths and effective subflavors (an empty mapping when none), without
-    /// opening any dataset. Joins are not supported there either (an error).
-    pub fn traverse(&self, split_part: &str) -> Result<Vec<TraversedLeaf>> {
-        let split = self.resolve(split_part, &ResolveOptions::default())?;
-        split
-            .leaves
-            .into_iter()
-            .map(|leaf| {
-                if matches!(leaf.kind, LeafKind::Joined(_)) {
-                    return Err(Error::BadNode {
-                        file: leaf.origin.file,
-                        yaml_path: leaf.origin.yaml_path,
-                        reason: "traversal does not support joined datasets".to_owned(),
-                    });
-                }
-                Ok(TraversedLeaf {
-                    path: leaf.path,
-                    split_part: leaf.split_part,
-                    aux: leaf.aux.into_iter().map(|(n, s)| (n, s.path().to_owned())).collect(),
-                    subflavors: leaf.subflavors.unwrap_or_default(),
-                })
-            })
-            .collect()
-    }
 }
 
-/// A leaf as [`Metadataset::traverse`] lists it (the reference's `TraversedDatasetReference`).
+/// A leaf as [`traverse`] lists it (the reference's `TraversedDatasetReference`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraversedLeaf {
     /// The dataset folder or JSONL file.
@@ -319,7 +294,8 @@ pub(crate) fn resolve_written(base_dir: &Path, written: &str) -> Result<PathBuf,
         && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
     {
         return Err(format!(
-            "{scheme}:// paths are not supported (object stores: s3://, gs://, az://, msc://)"
+            "{scheme}:// paths are not supported (object stores: s3://, gs://, az://, msc://; \
+             dataset versions: dss://)"
         ));
     }
     Ok(normalize(&base_dir.join(written)))

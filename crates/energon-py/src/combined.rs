@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use energon_cook::{
-    FailureStats, Keyed, Loader, LoaderConfig, LoaderState, MixBatch, MixFn, Outputs,
-    combine_pipelines, key_worker, mix_batch_pipelines, restore_in,
+    FailureStats, Keyed, Loader, LoaderConfig, LoaderState, MixBatch, MixFn, combine_pipelines,
+    key_worker, mix_batch_pipelines, restore_in,
 };
 use energon_dist::WorkerConfig;
 use pyo3::prelude::*;
@@ -114,12 +114,7 @@ impl CombinedSpec {
         if let (Some(mix), Some(weights)) = (&self.mix, weights) {
             let hooks = Arc::clone(&mix.hooks);
             let f: MixFn<WorkerBatch, WorkerBatch> = Arc::new(move |batches, ctx| {
-                Ok(match hooks.batch_objects(batches, batch_to_py, ctx)? {
-                    Outputs::One(obj) => Outputs::One(WorkerBatch::Py(obj)),
-                    Outputs::Many(objs) => {
-                        Outputs::Many(objs.into_iter().map(WorkerBatch::Py).collect())
-                    }
-                })
+                Ok(hooks.batch_objects(batches, batch_to_py, ctx)?.map(WorkerBatch::Py))
             });
             let mix = MixBatch {
                 batch_size: mix.batch_size,

@@ -77,7 +77,9 @@ impl PyEncoder {
         Cooker::new(move |item, ctx| {
             match hooks.call_sample_hook(cook.as_deref(), item, &ctx.sample)? {
                 Outputs::One(item) => Ok(item),
-                Outputs::Many(_) => Err(HookError::fatal_msg("a cooker cannot be a generator")),
+                Outputs::Many(_) | Outputs::Lazy(_) => {
+                    Err(HookError::fatal_msg("a cooker cannot be a generator"))
+                }
             }
         })
     }

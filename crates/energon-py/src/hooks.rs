@@ -7,9 +7,12 @@
 //! a skip marker instead of raising for a sample that is to be dropped; an exception that comes
 //! through is fatal and ends the iteration, re-raised as it was.
 
-use std::{path::PathBuf, sync::Mutex};
+use std::{
+    path::PathBuf,
+    sync::{Arc, Mutex},
+};
 
-use energon_cook::{Batch, HookError, HookResult, Keyed, Outputs, SampleContext};
+use energon_cook::{Batch, Generator, HookError, HookResult, Keyed, Outputs, SampleContext};
 use energon_mix::grammar::Joiner;
 use energon_reader::{Sample, SourceInfo};
 use pyo3::{
@@ -55,13 +58,61 @@ pub(crate) struct Hooks {
     default_batch: Option<Py<PyAny>>,
     encode_batch: Option<Py<PyAny>>,
     skip: Option<Py<PyAny>>,
-    /// The type of a generator hook's outputs (a list subclass).
-    many: Option<Py<PyAny>>,
+    /// The type of a generator hook's outputs (pulled one at a time, see [`PyGenerator`]).
+    lazy: Option<Py<PyAny>>,
     output: Output,
     /// What describes the task encoder in a checkpoint's configuration (`key`, `value`).
     config: Vec<(String, String)>,
     /// The first exception a hook raised on a worker thread, re-raised by the loader.
-    failure: Mutex<Option<PyErr>>,
+    failure: Failure,
+}
+
+/// The first exception a hook raised on a worker thread (shared with the generators the hooks
+/// made), re-raised by the loader.
+#[derive(Debug, Default, Clone)]
+struct Failure(Arc<Mutex<Option<PyErr>>>);
+
+impl Failure {
+    /// Keeps `err` (unless an earlier one is kept) and says that the loader stops.
+    fn record(&self, err: PyErr) -> energon_cook::Error {
+        let message = err.to_string();
+        if let Ok(mut slot) = self.0.lock() {
+            slot.get_or_insert(err);
+        }
+        energon_cook::Error::WorkerPanicked {
+            worker: 0,
+            message: format!("python hook: {message}"),
+        }
+    }
+}
+
+/// A Python generator hook's outputs, made one at a time when the stage pulls them: the Python
+/// side's lazy wrapper sets the call's context for each sample and applies the error policy.
+struct PyGenerator {
+    lazy: Py<PyAny>,
+    skip: Option<Py<PyAny>>,
+    failure: Failure,
+}
+
+impl Generator<Py<PyAny>> for PyGenerator {
+    fn next(&mut self, ctx: &SampleContext) -> HookResult<Option<Py<PyAny>>> {
+        let res = Python::attach(|py| -> PyResult<Option<Option<Py<PyAny>>>> {
+            let out = self.lazy.bind(py).call_method1("pull", (call_context(ctx),))?;
+            if self.skip.as_ref().is_some_and(|skip| out.is(skip.bind(py))) {
+                return Ok(None);
+            }
+            if out.is_none() {
+                return Ok(Some(None));
+            }
+            let (value,): (Bound<'_, PyAny>,) = out.extract()?;
+            Ok(Some(Some(value.unbind())))
+        });
+        match res {
+            Ok(Some(value)) => Ok(value),
+            Ok(None) => Err(HookError::Skip),
+            Err(err) => Err(HookError::Fatal(Box::new(self.failure.record(err)))),
+        }
+    }
 }
 
 impl Hooks {
@@ -91,10 +142,10 @@ impl Hooks {
             default_batch: get("default_batch")?,
             encode_batch: get("encode_batch")?,
             skip: get("skip")?,
-            many: get("many")?,
+            lazy: get("lazy")?,
             output: Output::tensors(obj.getattr("torch")?.extract()?),
             config: obj.getattr("config")?.extract()?,
-            failure: Mutex::new(None),
+            failure: Failure::default(),
         })
     }
 
@@ -155,21 +206,22 @@ impl Hooks {
         Ok(self.unless_skip(&out).then_some(out))
     }
 
-    /// A hook's result as outputs: the Python side's list of many for a generator hook.
+    /// A hook's result as outputs: a generator hook's are pulled lazily.
     fn outputs(&self, out: Bound<'_, PyAny>) -> PyResult<Outputs<Item>> {
-        Ok(match self.py_outputs(out)? {
-            Outputs::One(obj) => Outputs::One(Item::Py(obj)),
-            Outputs::Many(objs) => Outputs::Many(objs.into_iter().map(Item::Py).collect()),
-        })
+        Ok(self.py_outputs(out)?.map(Item::Py))
     }
 
-    /// A hook's result as Python objects: the Python side's list of many for a generator hook.
+    /// A hook's result as Python objects: a generator hook's are pulled lazily.
     fn py_outputs(&self, out: Bound<'_, PyAny>) -> PyResult<Outputs<Py<PyAny>>> {
-        if let Some(many) = &self.many
-            && out.is_instance(many.bind(out.py()))?
+        if let Some(lazy) = &self.lazy
+            && out.is_instance(lazy.bind(out.py()))?
         {
-            let objs = out.try_iter()?.map(|o| Ok(o?.unbind()));
-            return Ok(Outputs::Many(objs.collect::<PyResult<_>>()?));
+            let skip = self.skip.as_ref().map(|s| s.clone_ref(out.py()));
+            return Ok(Outputs::Lazy(Box::new(PyGenerator {
+                lazy: out.unbind(),
+                skip,
+                failure: self.failure.clone(),
+            })));
         }
         Ok(Outputs::One(out.unbind()))
     }
@@ -204,7 +256,7 @@ impl Hooks {
     pub(crate) fn postencode_sample(&self, item: Item, ctx: &SampleContext) -> HookResult<Item> {
         match self.call_sample_hook(self.postencode_sample.as_ref(), item, ctx)? {
             Outputs::One(item) => Ok(item),
-            Outputs::Many(_) => {
+            Outputs::Many(_) | Outputs::Lazy(_) => {
                 Err(HookError::fatal_msg("postencode_sample cannot be a generator"))
             }
         }
@@ -377,19 +429,12 @@ impl Hooks {
     /// Keeps the first failure for the loader to re-raise, returning a Rust error that ends the
     /// worker's pipeline.
     pub(crate) fn fail(&self, err: PyErr) -> energon_cook::Error {
-        let message = err.to_string();
-        if let Ok(mut slot) = self.failure.lock() {
-            slot.get_or_insert(err);
-        }
-        energon_cook::Error::WorkerPanicked {
-            worker: 0,
-            message: format!("python hook: {message}"),
-        }
+        self.failure.record(err)
     }
 
     /// The exception a hook raised, if any (taken once).
     pub(crate) fn take_failure(&self) -> Option<PyErr> {
-        self.failure.lock().ok().and_then(|mut slot| slot.take())
+        self.failure.0.lock().ok().and_then(|mut slot| slot.take())
     }
 
     /// The Python `batch` over a batch of items (the task encoder's default batching when it is

@@ -61,6 +61,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(loader::reshape_checkpoints, m)?)?;
     m.add_function(wrap_pyfunction!(metadataset::dataset_kind, m)?)?;
     m.add_function(wrap_pyfunction!(metadataset::resolve_metadataset, m)?)?;
+    m.add_function(wrap_pyfunction!(metadataset::traverse_metadataset, m)?)?;
     m.add_function(wrap_pyfunction!(prepare::prepare_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(prepare::prepare_jsonl, m)?)?;
     m.add_function(wrap_pyfunction!(prepare::prepare_metadataset, m)?)?;

@@ -32,6 +32,27 @@ pub(crate) fn dataset_kind(py: Python<'_>, path: PathBuf) -> PyResult<&'static s
     })
 }
 
+/// The leaves of split `split_part` of the metadataset at `path`, without opening them
+/// (energon-mix's `traverse`): `(path, split_part, [(aux name, aux path)], subflavors as JSON)`.
+#[pyfunction]
+pub(crate) fn traverse_metadataset(
+    py: Python<'_>,
+    path: PathBuf,
+    split_part: &str,
+) -> PyResult<Vec<(String, String, Vec<(String, String)>, String)>> {
+    let leaves =
+        py.detach(|| energon_mix::traverse(&path, split_part)).map_err(|e| to_py_err(&e))?;
+    let text = |p: &std::path::Path| p.to_string_lossy().into_owned();
+    Ok(leaves
+        .into_iter()
+        .map(|leaf| {
+            let aux = leaf.aux.iter().map(|(name, p)| (name.clone(), text(p))).collect();
+            let subflavors = Value::Object(leaf.subflavors).to_string();
+            (text(&leaf.path), leaf.split_part, aux, subflavors)
+        })
+        .collect())
+}
+
 /// Split `split_part` of the metadataset at `path`, resolved: the blend mode (`none`,
 /// `dataset_weight` or `sample_repetitions`) and one dict per leaf dataset, in tree order, with
 /// `path`, `kind` (`webdataset`, `jsonl` or `join`), `split_part`, `split_config`,

@@ -63,3 +63,30 @@ def test_compat_serves_megatron_energon_av():
 def test_bad_media_raises():
     with pytest.raises(ValueError, match="cannot decode media"):
         AVDecoder(b"RIFF\0\0\0\0AVI garbage").get_video_clips([(0, 1)], "frames")
+
+
+def test_probe_index_finds_keyframes_and_searches_them():
+    """`AVProbeIndex` over a container's packets (a stand-in for a PyAV container: the demuxer
+    yields packets with `pts` and `is_keyframe`, and is seeked back to its start)."""
+    from types import SimpleNamespace
+
+    from energon_rs.av import AVProbeIndex
+
+    class Container:
+        seeked = None
+
+        def demux(self, video):
+            assert video == 0
+            for pts in [None, 0, 512, 1024, 1536, 2048, 2560]:
+                yield SimpleNamespace(pts=pts, is_keyframe=pts is not None and pts % 1024 == 0)
+
+        def seek(self, offset):
+            self.seeked = offset
+
+    container = Container()
+    index = AVProbeIndex(container, 0)
+    assert container.seeked == 0 and len(index) == 6
+    assert [(i, e.timestamp) for i, e in enumerate(index) if e.is_keyframe] == [(0, 0), (2, 1024), (4, 2048)]
+    assert [index.search_timestamp(t) for t in (0, 1000, 1024, 3000)] == [0, 0, 2, 4]
+    assert [index.search_timestamp(t, backward=False) for t in (1, 1024, 2049)] == [2, 2, -1]
+    assert index.search_timestamp(600, any_frame=True) == 1

@@ -33,7 +33,13 @@ def test_prepare_and_info_forward_to_the_program(runner, tmp_path):
     res = runner.invoke(info_command, [str(ds)], catch_exceptions=False)
     assert res.exit_code == 0 and "200" in res.stdout
     res = runner.invoke(prepare_command, [str(tmp_path / "missing")])
-    assert res.exit_code != 0
+    assert res.exit_code == 1
+    # Answers given as input reach the prompts, as the reference's: overwrite, split, a
+    # dataset.yaml, CaptioningSample, a field map and its two fields.
+    res = runner.invoke(prepare_command, [str(ds)], input="y\n1,0,0\ny\n0\nY\njpg\ntxt\n",
+                        catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "field_map:\n  image: jpg\n  caption: txt\n" in (ds / ".nv-meta" / "dataset.yaml").read_text()
 
 
 def test_a_missing_program_is_a_clear_error(monkeypatch):

@@ -43,6 +43,20 @@ def test_a_name_energon_rs_lacks_is_an_import_error_that_says_so(installed):
         import megatron.energon.no_such_module  # noqa: F401
 
 
+def test_top_level_modules_named_like_submodules_stay_their_own(installed, tmp_path, monkeypatch):
+    """Only `megatron.energon...` is served: PyAV's `av` or a project's own `tools` module
+    (names of the reference's submodules) import as themselves."""
+    (tmp_path / "tools.py").write_text("MINE = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("tools", None)
+    import tools
+
+    assert tools.MINE and tools.__file__ == str(tmp_path / "tools.py")
+    sys.modules.pop("tools", None)
+    with pytest.raises(ModuleNotFoundError):
+        import rng  # noqa: F401  (a submodule name of the reference, not a module here)
+
+
 def test_uninstall_forgets_the_aliases():
     compat.install()
     import megatron.energon  # noqa: F401

@@ -1,4 +1,4 @@
-"""`EPath`: absolute normalized local paths; remote protocols refused."""
+"""`EPath`: absolute normalized local paths, `dss://` dataset versions; other protocols refused."""
 
 from __future__ import annotations
 
@@ -45,9 +45,34 @@ def test_glob_and_walk_follow_links(tmp_path):
 
 def test_other_protocols_are_refused_and_the_default_profile_is_local(tmp_path):
     # Object-store URLs are tested in test_remote.py.
-    with pytest.raises(UnsupportedPathError, match="dss://"):
-        EPath("dss://name@v1/data")
     with pytest.raises(UnsupportedPathError, match="rclone://"):
         EPath("rclone://remote/data")
     assert EPath(f"msc://default{tmp_path}/a/../b") == EPath(tmp_path / "b")
     assert str(EPath(f"msc://default{tmp_path}")) == str(tmp_path)
+
+
+def test_dss_paths_name_a_dataset_version_in_the_cache(tmp_path, monkeypatch):
+    import energon_rs.epath as epath_mod
+
+    media = tmp_path / "charts" / "v0" / "images"
+    media.mkdir(parents=True)
+    (media / "a.jpg").write_bytes(b"x")
+    (media / "b.txt").write_bytes(b"y")
+    (tmp_path / "charts" / "v0" / "link").symlink_to(media, target_is_directory=True)
+    monkeypatch.setenv("NVDATASET_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(epath_mod, "NVDATASET_CACHE_DIR", EPath(tmp_path))
+    root = EPath("dss://charts@v0")
+    assert str(root / "images" / ".." / "images") == "dss://charts@v0/images"
+    assert [str(p) for p in sorted(root.glob("**/*.jpg"))] == [
+        "dss://charts@v0/images/a.jpg", "dss://charts@v0/link/a.jpg"]
+    assert sorted(p.relative_to(root) for p in root.walk()) == [
+        "images/a.jpg", "images/b.txt", "link/a.jpg", "link/b.txt"]
+    assert (root / "images" / "b.txt").read_bytes() == b"y" and root.is_dir()
+    assert root.local_path() == tmp_path / "charts" / "v0" and root.display_name == "charts@v0"
+    assert pickle.loads(pickle.dumps(root)) == root
+    with pytest.raises(AssertionError, match="version separated by '@'"):
+        EPath("dss://charts")
+    monkeypatch.setattr(epath_mod, "NVDATASET_CACHE_DIR", None)
+    monkeypatch.delenv("NVDATASET_CACHE_DIR")
+    with pytest.raises(UnsupportedPathError, match="NVDATASET_CACHE_DIR is not set"):
+        root.is_dir()

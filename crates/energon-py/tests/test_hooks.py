@@ -160,6 +160,56 @@ def test_a_generator_encode_sample_yields_several_samples(ref_small):
     assert keys[0][:-1] == keys[2][:-1] and (keys[0][-1], keys[2][-1]) == ("a", "b")
 
 
+def test_a_generator_is_pulled_lazily_in_the_context_of_each_batch(ref_small):
+    """Each sample a generator yields is made when the loader pulls it: it sees the batch index
+    of the batch it goes into, and between its samples the caller's random state is back (with
+    the generator's own restored before it goes on), as in the reference."""
+    import random
+
+    class Twice(energon_rs.DefaultTaskEncoder):
+        @energon_rs.stateless(restore_seeds=True)
+        def encode_sample(self, sample):
+            for part in range(2):
+                yield {
+                    "__key__": f"{sample.__key__}/{part}",
+                    "__restore_key__": (),
+                    "sample_index": self.current_sample_index,
+                    "batch_index": self.current_batch_index,
+                    "r": random.randint(0, 1000),
+                }
+
+        def batch(self, samples):
+            return samples
+
+    def load(start=None, n=12):
+        wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=0)
+        ds = energon_rs.get_train_dataset(
+            ref_small, worker_config=wc, batch_size=3, task_encoder=Twice(),
+            shuffle_buffer_size=None, max_samples_per_sequence=None,
+        )
+        loader = energon_rs.get_savable_loader(ds)
+        if start is not None:
+            loader.restore_state_rank(start)
+        it = iter(loader)
+        return loader, [next(it) for _ in range(n)]
+
+    loader, batches = load()
+    for batch_index, batch in enumerate(batches):
+        assert [s["batch_index"] for s in batch] == [batch_index] * 3
+        assert [s["sample_index"] for s in batch] == [(batch_index * 3 + i) // 2 for i in range(3)]
+    # The second sample of a call draws on from the first one's random state.
+    for index in range(4):
+        first, second = [s for b in batches for s in b if s["sample_index"] == index]
+        random.seed(energon_rs.SystemRng.get_seed_from_args(
+            energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=0).worker_seed(0), index))
+        assert (first["r"], second["r"]) == (random.randint(0, 1000), random.randint(0, 1000))
+    # Saved in the middle of a call's samples, restored: the same samples follow.
+    first, _ = load(n=5)
+    state = first.save_state_rank()
+    _, rest = load(state, n=7)
+    assert rest == batches[5:]
+
+
 def test_a_seeded_method_called_from_an_override_is_seeded(ref_small):
     """An `encode_sample` override without the decorator that calls the base class's
     `@stateless(restore_seeds=True)` method gets the base's seeding, as in the reference."""

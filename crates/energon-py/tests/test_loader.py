@@ -31,7 +31,7 @@ def settings(name):
     return res
 
 
-def train_loader(name, **kwargs):
+def train_loader(name, task_encoder=None, packing_buffer_size=None, **kwargs):
     s = settings(name)
     wc = energon_rs.WorkerConfig(
         rank=s["r"], world_size=s["ws"], num_workers=s["nw"], seed_offset=s["s"]
@@ -42,6 +42,8 @@ def train_loader(name, **kwargs):
         batch_size=s["bs"],
         shuffle_buffer_size=s["sb"] or None,
         max_samples_per_sequence=s["msps"],
+        **({} if task_encoder is None else {"task_encoder": task_encoder}),
+        **({} if packing_buffer_size is None else {"packing_buffer_size": packing_buffer_size}),
     )
     return ds, energon_rs.get_savable_loader(ds, **kwargs)
 
@@ -120,6 +122,38 @@ def test_restore_matches_the_reference_resume_recording():
     assert take_keys(fresh, len(restored_keys)) == restored_keys
 
 
+def test_a_state_restores_into_another_task_encoder_with_the_same_stages():
+    """As in the reference, the task encoder's class may change between saving and restoring
+    (a fix to `encode_sample`, a renamed class); a task encoder with other stages is refused."""
+    name = "keys-ws1-r0-nw2-bs4-sb16-s0.txt"
+
+    class Before(energon_rs.DefaultTaskEncoder):
+        pass
+
+    class After(energon_rs.DefaultTaskEncoder):
+        def encode_sample(self, sample):
+            return sample
+
+    class Packing(energon_rs.DefaultTaskEncoder):
+        def select_samples_to_pack(self, samples):
+            return [[s] for s in samples]
+
+        def pack_selected_samples(self, samples):
+            return samples[0]
+
+    _, before = train_loader(name, task_encoder=Before())
+    it = iter(before)
+    take_keys(it, 8)
+    state = before.save_state_rank()
+    want = take_keys(it, 12)
+    _, after = train_loader(name, task_encoder=After())
+    after.restore_state_rank(state)
+    assert take_keys(after, 12) == want
+    _, packing = train_loader(name, task_encoder=Packing(), packing_buffer_size=4)
+    with pytest.raises(energon_rs.CheckpointError, match="encoder.hooks"):
+        packing.restore_state_rank(state)
+
+
 def test_restore_checks_the_state():
     _, loader = train_loader("keys-ws1-r0-nw2-bs4-sb16-s0.txt")
     with pytest.raises(energon_rs.CheckpointError):
@@ -157,7 +191,7 @@ def test_a_state_is_an_energon_checkpoint(tmp_path):
     assert "    worker 0 (global 0): 2 items handed out, 15 samples buffered\n" in out, out
     assert "    worker 1 (global 1): 1 items handed out, 15 samples buffered\n" in out, out
     assert "    leaf.0.shards = 4 shards, 200 samples, fingerprint " in out, out
-    assert "    encoder.class = energon_rs.task_encoder.DefaultTaskEncoder\n" in out, out
+    assert "    encoder._class = energon_rs.task_encoder.DefaultTaskEncoder\n" in out, out
 
 
 def test_a_state_survives_torch_save_and_a_weights_only_load(tmp_path):

@@ -82,12 +82,25 @@ def test_augment_task_encoder_delegates_to_the_inner_encoder():
 def test_traverse_metadataset_lists_the_leaves():
     refs = traverse_metadataset(MDS / "blend.yaml", split_part="train")
     assert [r.path.name for r in refs] == [REF_SMALL.name, "data.jsonl", REF_SMALL.name]
-    assert [r.weight for r in refs] == [2 / 4.5, 1 / 4.5, 1.5 / 4.5]
     assert refs[0].subflavors == {"source": "fixture"} and refs[0].aux == {}
     assert all(r.split_part == "train" for r in refs)
     listed = energon_rs.load_dataset(MDS / "blend.yaml").get_datasets(training=True, split_part="train")
     assert listed.blend_mode == DatasetBlendMode.DATASET_WEIGHT
     assert [str(r.path) for r in refs] == [str(d.dataset.paths[0]) for d in listed.datasets]
+
+
+def test_traverse_metadataset_lists_missing_leaves(tmp_path):
+    """Traversal does not open the datasets: a missing one (and its aux sources) is listed."""
+    mds = tmp_path / "missing.yaml"
+    mds.write_text(
+        "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n  train:\n"
+        "    path: missing_ds\n    aux:\n      labels: missing_aux\n"
+        "      media: filesystem://media\n"
+    )
+    (ref,) = traverse_metadataset(mds, split_part="train")
+    assert ref.path == tmp_path / "missing_ds" and ref.split_part == "train"
+    assert ref.aux == {"labels": tmp_path / "missing_aux", "media": tmp_path / "media"}
+    assert ref.subflavors == {}
 
 
 def test_generic_concat():

@@ -38,6 +38,9 @@ impl JsonlDataset {
     ///
     /// A part filter without `json` gives samples without parts.
     pub fn open(path: &Path, part_filter: &PartFilter) -> Result<Self> {
+        // A `dss://` (or `msc://` file profile) path is read where it resolves to.
+        let path: &Path = &energon_index::storage::normalize(path)
+            .map_err(|e| Error::io("cannot resolve", path, e))?;
         let open = |size| ShardData::open(path, size).map_err(|e| Error::io("cannot map", path, e));
         let local = if energon_index::storage::is_remote(path) { None } else { Some(open(None)?) };
         let idx_path = jsonl_idx_path(path);

@@ -93,6 +93,9 @@ impl WebDataset {
     /// `.tar.idx` files are opened on first read. Errors: the metadata errors of energon-index
     /// (an undefined or empty split part, a shard not in the info, ...).
     pub fn open(root: &Path, options: &OpenOptions) -> Result<Self> {
+        // A `dss://` (or `msc://` file profile) path is read where it resolves to.
+        let root: &Path = &energon_index::storage::normalize(root)
+            .map_err(|e| Error::io("cannot resolve", root, e))?;
         let info = read_dataset_info(root)?;
         let (split_path, split) = read_dataset_split(root, options.split_config.as_deref())?;
         let resolved = split.resolve(&split_path, &options.split_part, &info.shard_counts)?;

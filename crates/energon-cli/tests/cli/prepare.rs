@@ -269,8 +269,9 @@ fn interactive_prompts() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Split ratio, create dataset.yaml, CaptioningSample (entry 0), then the two fields.
-    child.stdin.take().unwrap().write_all(b"3,1,0\ny\n0\njpg\ntxt\n").unwrap();
+    // Split ratio, create dataset.yaml, CaptioningSample (entry 0), a field map, then the two
+    // fields.
+    child.stdin.take().unwrap().write_all(b"3,1,0\ny\n0\ny\njpg\ntxt\n").unwrap();
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
@@ -281,6 +282,50 @@ fn interactive_prompts() {
          image: jpg\n  caption: txt\n"
     );
     assert!(dir.read_string(".nv-meta/split.yaml").contains("val:"));
+}
+
+/// Answers piped in with `ENERGON_INTERACTIVE=1` (as `click.testing` feeds them to the
+/// reference's prompts): overwrite, split, a dataset.yaml, CaptioningSample, and a sample loader
+/// instead of a field map.
+#[test]
+fn scripted_answers_and_a_sample_loader() {
+    let dir = Dir::new().with_generated(4, 2);
+    run_ok(prepare(&dir).args(["--split-ratio", "1,0,0", "--non-interactive"]));
+    let mut child = prepare(&dir)
+        .env("ENERGON_INTERACTIVE", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"y\n1,0,0\ny\n0\nn\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("Done"), "{stdout}");
+    assert_eq!(
+        dir.read_string(".nv-meta/dataset.yaml"),
+        "sample_type:\n  __module__: megatron.energon\n  __class__: CaptioningSample\n\
+         sample_loader: sample_loader.py:sample_loader\npart_filter: sample_loader.py:part_filter\n"
+    );
+    let loader = dir.read_string(".nv-meta/sample_loader.py");
+    assert!(loader.contains("        image=raw[\"TODO\"],  # torch.Tensor\n"), "{loader}");
+    assert!(loader.contains("    return part in (\"jpg\", \"txt\")\n"), "{loader}");
+    // Without a terminal or the variable, a missing answer is an error, not a wait.
+    let err = run_err(prepare(&dir).arg("--force-overwrite").stdin(Stdio::null()));
+    assert!(err.contains("no split given"), "{err}");
+    // Non-interactive without a field map: the same sample loader, kept when it exists.
+    fs::write(dir.path().join(".nv-meta/sample_loader.py"), "# edited\n").unwrap();
+    run_ok(prepare(&dir).args([
+        "--non-interactive",
+        "--force-overwrite",
+        "--split-ratio",
+        "1,0,0",
+        "--sample-type",
+        "CaptioningSample",
+    ]));
+    assert_eq!(dir.read_string(".nv-meta/sample_loader.py"), "# edited\n");
+    assert!(dir.read_string(".nv-meta/dataset.yaml").contains("sample_loader.py:sample_loader"));
 }
 
 // ---- Bad input: a clear error naming the file, exit code 2, and the previous index left intact.

@@ -6,8 +6,8 @@
 use std::{fmt::Debug, path::Path};
 
 use energon_cook::{
-    Cooker, HookError, HookResult, Hooks, Keyed, Loader, LoaderBuilder, LoaderState, Outputs,
-    SampleContext, TaskEncoder,
+    Cooker, Generator, HookError, HookResult, Hooks, Keyed, Loader, LoaderBuilder, LoaderState,
+    Outputs, SampleContext, TaskEncoder,
 };
 use energon_dist::WorkerConfig;
 use energon_mix::{MixOptions, MixPlan, ResolveOptions};
@@ -18,7 +18,10 @@ use crate::util::{Trace, dataset, fixture, pull, through_file};
 /// What the test encoder does.
 #[derive(Debug, Clone, Copy)]
 struct Flags {
-    /// `encode_sample` makes two outputs for every third sample.
+    /// `encode_sample` makes two outputs at once for every third sample, and up to three one at
+    /// a time for every third but one (the third failing for some). Their values depend only
+    /// on the call (a buffered sample is made again from its key on restore, at another batch
+    /// index).
     generator: bool,
     /// `encode_sample` fails on every `n`-th sample (and skips others on purpose).
     fail_every: Option<u64>,
@@ -32,6 +35,26 @@ struct Flags {
 
 #[derive(Debug)]
 struct TestEncoder(Flags);
+
+/// A generator whose values are made when pulled.
+struct Yields {
+    v: u64,
+    made: u64,
+    fails: bool,
+}
+
+impl Generator<Vec<u64>> for Yields {
+    fn next(&mut self, ctx: &SampleContext) -> HookResult<Option<Vec<u64>>> {
+        self.made += 1;
+        match self.made {
+            1 => Ok(Some(vec![self.v + 2])),
+            2 => Ok(Some(vec![self.v + 3, ctx.index(), ctx.current_sample_index()])),
+            3 if self.fails => Err(HookError::msg("the generator fails")),
+            3 => Ok(Some(vec![self.v + 4])),
+            _ => Ok(None),
+        }
+    }
+}
 
 impl TaskEncoder for TestEncoder {
     type Sample = String;
@@ -67,6 +90,8 @@ impl TaskEncoder for TestEncoder {
         let v = n * 1000 + ctx.rng().randbelow(1000).unwrap();
         Ok(if self.0.generator && n.is_multiple_of(3) {
             Outputs::Many(vec![vec![v], vec![v + 1, ctx.current_sample_index()]])
+        } else if self.0.generator && n % 3 == 1 {
+            Outputs::Lazy(Box::new(Yields { v, made: 0, fails: n % 7 == 1 }))
         } else {
             Outputs::One(vec![v])
         })

@@ -50,7 +50,57 @@ pub enum Location {
 /// The URL scheme of `path` when it is written as a remote URL.
 pub(super) fn remote_scheme(path: &Path) -> Option<&'static str> {
     let text = path.to_str()?;
-    ["s3://", "gs://", "az://", "azure://", "msc://"].into_iter().find(|s| text.starts_with(s))
+    ["s3://", "gs://", "az://", "azure://", "msc://", "dss://"]
+        .into_iter()
+        .find(|s| text.starts_with(s))
+}
+
+/// The environment variable naming the folder (or object-store prefix) of `dss://` datasets.
+const DSS_CACHE_DIR_VAR: &str = "NVDATASET_CACHE_DIR";
+
+/// `dss://NAME@VERSION/PATH`: a dataset version in the dataset cache, the folder
+/// `$NVDATASET_CACHE_DIR/NAME/VERSION/PATH` (which may itself be an object-store URL).
+fn resolve_dss(head: &str, key: &str, url: &str) -> io::Result<Location> {
+    dss_in(std::env::var_os(DSS_CACHE_DIR_VAR), head, key, url)
+}
+
+/// [`resolve_dss`] with the cache folder `cache`.
+fn dss_in(
+    cache: Option<std::ffi::OsString>,
+    head: &str,
+    key: &str,
+    url: &str,
+) -> io::Result<Location> {
+    let bad =
+        |reason: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {reason}"));
+    let Some((name, version)) = head.rsplit_once('@') else {
+        return Err(bad("a dss:// path names a dataset version as NAME@VERSION"));
+    };
+    if name.is_empty() || version.is_empty() {
+        return Err(bad("a dss:// path names a dataset version as NAME@VERSION (both non-empty)"));
+    }
+    let Some(cache) = cache.filter(|v| !v.is_empty()) else {
+        return Err(bad(&format!(
+            "{DSS_CACHE_DIR_VAR} is not set (the folder of dss:// datasets)"
+        )));
+    };
+    let mut target = PathBuf::from(cache);
+    if let Some(text) = target.to_str()
+        && remote_scheme(&target).is_some()
+    {
+        // Joined as text: `Path::join` would keep the URL's `//` but not its meaning.
+        target = PathBuf::from(format!("{}/{name}/{version}", text.trim_end_matches('/')));
+        if !key.is_empty() {
+            target = PathBuf::from(format!("{}/{key}", target.display()));
+        }
+        return Location::of(&target);
+    }
+    target.push(name);
+    target.push(version);
+    if !key.is_empty() {
+        target.push(key);
+    }
+    Ok(Location::Local(target))
 }
 
 /// The error for a remote path in a build without the `remote` feature.
@@ -64,7 +114,8 @@ pub(super) fn unsupported(url: &str) -> io::Error {
 
 impl Location {
     /// Resolves `path`: a URL of a known scheme is remote (an `msc://` profile of type `file` is
-    /// local), anything else is a local path.
+    /// local, and a `dss://` dataset version is wherever `$NVDATASET_CACHE_DIR` is), anything
+    /// else is a local path.
     ///
     /// Errors: a URL without a bucket, an unknown or unreadable MSC profile.
     pub fn of(path: &Path) -> io::Result<Location> {
@@ -84,6 +135,7 @@ impl Location {
             "s3://" => Scheme::S3,
             "gs://" => Scheme::Gcs,
             "az://" | "azure://" => Scheme::Azure,
+            "dss://" => return resolve_dss(head, &key, text),
             _ => return msc::resolve(head, &key, text),
         };
         let short = match scheme {
@@ -151,6 +203,31 @@ mod tests {
             Location::of(Path::new("/data/s3://x")).unwrap(),
             Location::Local(PathBuf::from("/data/s3://x"))
         );
+    }
+
+    #[test]
+    fn dss_names_a_version_in_the_cache() {
+        let dss = |cache: Option<&str>, head: &str, key: &str| {
+            dss_in(cache.map(Into::into), head, key, &format!("dss://{head}/{key}"))
+        };
+        assert_eq!(
+            dss(Some("/cache"), "charts@v0", "images/a.jpg").unwrap(),
+            Location::Local(PathBuf::from("/cache/charts/v0/images/a.jpg"))
+        );
+        assert_eq!(
+            dss(Some("/cache"), "a@b@v1", "").unwrap(),
+            Location::Local(PathBuf::from("/cache/a@b/v1"))
+        );
+        let t = match dss(Some("s3://bucket/cache/"), "charts@v0", "x").unwrap() {
+            Location::Remote(t) => t,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((t.bucket.as_str(), t.key.as_str()), ("bucket", "cache/charts/v0/x"));
+        let err = dss(Some("/cache"), "charts", "").unwrap_err().to_string();
+        assert!(err.contains("NAME@VERSION"), "{err}");
+        let err = dss(None, "charts@v0", "").unwrap_err().to_string();
+        assert!(err.contains("NVDATASET_CACHE_DIR is not set"), "{err}");
+        assert!(remote_scheme(Path::new("dss://charts@v0")).is_some());
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::location::{Location, RemoteTarget, Scheme, join_url, normalize_key};
 
@@ -44,8 +44,34 @@ fn bad(url: &str, reason: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {reason}"))
 }
 
-/// Loads the first configuration file that exists (`MSC_CONFIG` must exist when set).
+/// Loads the first configuration file that exists (`MSC_CONFIG` must exist when set), with the
+/// remotes of rclone's configuration file added as profiles (the configuration's own profiles
+/// win). The path returned names the file errors refer to.
 fn load_config(url: &str) -> io::Result<(PathBuf, Value)> {
+    let mut found = msc_config(url)?;
+    if let Some(rclone) = super::rclone::find() {
+        let (_, config) = found.get_or_insert_with(|| (rclone.clone(), json!({"profiles": {}})));
+        if config.get("profiles").is_none_or(Value::is_null) {
+            config["profiles"] = json!({});
+        }
+        if let Some(profiles) = config.get_mut("profiles").and_then(Value::as_object_mut) {
+            for (name, profile) in super::rclone::read(&rclone) {
+                profiles.entry(name).or_insert(profile);
+            }
+        }
+    }
+    found.ok_or_else(|| {
+        bad(
+            url,
+            "no multi-storage-client configuration found (set MSC_CONFIG, write \
+             ~/.msc_config.yaml, or configure the remote in rclone.conf)"
+                .to_owned(),
+        )
+    })
+}
+
+/// The first multi-storage-client configuration file that exists, read.
+fn msc_config(url: &str) -> io::Result<Option<(PathBuf, Value)>> {
     let candidates = config_candidates();
     let explicit = std::env::var_os("MSC_CONFIG").is_some_and(|v| !v.is_empty());
     for (i, path) in candidates.iter().enumerate() {
@@ -61,14 +87,9 @@ fn load_config(url: &str) -> io::Result<(PathBuf, Value)> {
         let value = crate::yaml::load_yaml_or_json(path)
             .or_else(|_| crate::yaml::load_yaml(path))
             .map_err(|e| bad(url, e.to_string()))?;
-        return Ok((path.clone(), value));
+        return Ok(Some((path.clone(), value)));
     }
-    Err(bad(
-        url,
-        "no multi-storage-client configuration found (set MSC_CONFIG or write \
-         ~/.msc_config.yaml)"
-            .to_owned(),
-    ))
+    Ok(None)
 }
 
 /// A scalar option as text, with `${VAR}` taken from the environment.
@@ -113,6 +134,17 @@ pub(super) fn resolve(profile: &str, key: &str, url: &str) -> io::Result<Locatio
     if profile == "default" && config.get("profiles").and_then(|p| p.get(profile)).is_none() {
         return Ok(default_local());
     }
+    resolve_in(&config_path, &config, profile, key, url)
+}
+
+/// Resolves profile `profile` of the configuration `config` (read from `config_path`).
+fn resolve_in(
+    config_path: &Path,
+    config: &Value,
+    profile: &str,
+    key: &str,
+    url: &str,
+) -> io::Result<Location> {
     let in_config = |reason: String| bad(url, format!("{}: {reason}", config_path.display()));
     let profile_value = config
         .get("profiles")
@@ -142,16 +174,15 @@ pub(super) fn resolve(profile: &str, key: &str, url: &str) -> io::Result<Locatio
             )));
         }
     };
-    let base = normalize_key(&base_path).map_err(|e| in_config(format!("base_path: {e}")))?;
-    let (bucket, prefix) = base.split_once('/').unwrap_or((base.as_str(), ""));
+    // The bucket is the first name of `base_path/key` (an rclone remote has no base path:
+    // its URLs start with the bucket).
+    let full = normalize_key(&format!("{base_path}/{key}"))
+        .map_err(|e| in_config(format!("base_path: {e}")))?;
+    let (bucket, full_key) = full.split_once('/').unwrap_or((full.as_str(), ""));
     if bucket.is_empty() {
-        return Err(in_config(format!("profile {profile:?}: base_path names no bucket")));
+        return Err(in_config(format!("profile {profile:?}: names no bucket")));
     }
-    let full_key = match (prefix.is_empty(), key.is_empty()) {
-        (true, _) => key.to_owned(),
-        (false, true) => prefix.to_owned(),
-        (false, false) => format!("{prefix}/{key}"),
-    };
+    let full_key = full_key.to_owned();
     let mut cfg: Vec<(String, String)> = Vec::new();
     let creds = profile_value
         .get("credentials_provider")
@@ -223,5 +254,24 @@ mod tests {
         assert_eq!(expand_env("${NO_SUCH_VARIABLE_X}"), "");
         assert_eq!(expand_env("x${unclosed"), "x${unclosed");
         assert_eq!(account_of("https://acct.blob.core.windows.net/").as_deref(), Some("acct"));
+    }
+
+    #[test]
+    fn an_rclone_remote_names_the_bucket_in_its_urls() {
+        let conf = "[emu]\ntype = s3\naccess_key_id = k\nsecret_access_key = s\n\
+                    endpoint = http://127.0.0.1:9\n";
+        let config = json!({"profiles": super::super::rclone::profiles(conf)});
+        let url = "msc://emu/bucket/ds/a.tar";
+        let Location::Remote(t) =
+            resolve_in(Path::new("rclone.conf"), &config, "emu", "bucket/ds/a.tar", url).unwrap()
+        else {
+            panic!("local")
+        };
+        assert_eq!((t.bucket.as_str(), t.key.as_str()), ("bucket", "ds/a.tar"));
+        assert!(t.config.contains(&("aws_endpoint".to_owned(), "http://127.0.0.1:9".to_owned())));
+        assert!(t.config.contains(&("aws_access_key_id".to_owned(), "k".to_owned())));
+        let err =
+            resolve_in(Path::new("rclone.conf"), &config, "emu", "", "msc://emu").unwrap_err();
+        assert!(err.to_string().contains("names no bucket"), "{err}");
     }
 }

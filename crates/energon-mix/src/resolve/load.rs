@@ -253,6 +253,32 @@ pub(crate) fn target_kind(
     }
 }
 
+/// Where an `aux:` entry points, resolved against `base` without looking: whether it is a plain
+/// folder, and its path. Errors: the path as written and why it cannot be resolved.
+pub(crate) fn aux_target(base: &Path, spec: &AuxSpec) -> Result<(bool, PathBuf), (String, String)> {
+    let (is_folder, written): (bool, std::borrow::Cow<'_, str>) = match spec {
+        AuxSpec::Dataset(p) => (false, p.as_str().into()),
+        AuxSpec::Filesystem(p) => (true, p.as_str().into()),
+        AuxSpec::Str(s) => match s.split_once("://") {
+            // COMPAT(energon 7.4.1): metadataset_v2.py:_normalize_aux_reference
+            // (`filesystem://<path>` is a plain folder, relative or absolute, and
+            // `filesystem+SCHEME://<url>` a plain folder at `SCHEME://<url>`).
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("filesystem") => {
+                (true, rest.into())
+            }
+            Some((scheme, rest))
+                if scheme.len() > 11
+                    && scheme.get(..11).is_some_and(|p| p.eq_ignore_ascii_case("filesystem+")) =>
+            {
+                (true, format!("{}://{rest}", &scheme[11..]).into())
+            }
+            _ => (false, s.as_str().into()),
+        },
+    };
+    let path = resolve_written(base, &written).map_err(|r| (written.clone().into_owned(), r))?;
+    Ok((is_folder, path))
+}
+
 /// The `aux:` entries of `dataset`, resolved and checked: a prepared dataset must have an
 /// `index.sqlite`, a folder must exist.
 pub(crate) fn resolve_aux(
@@ -269,17 +295,8 @@ pub(crate) fn resolve_aux(
             path,
             reason,
         };
-        let (is_folder, written) = match spec {
-            AuxSpec::Dataset(p) => (false, p.as_str()),
-            AuxSpec::Filesystem(p) => (true, p.as_str()),
-            AuxSpec::Str(s) => match s.split_once("://") {
-                // COMPAT(energon 7.4.1): metadataset_v2.py:_normalize_aux_reference
-                // (`filesystem://<path>` is a plain folder, relative or absolute).
-                Some((scheme, rest)) if scheme.eq_ignore_ascii_case("filesystem") => (true, rest),
-                _ => (false, s.as_str()),
-            },
-        };
-        let path = resolve_written(base, written).map_err(|r| bad(PathBuf::from(written), r))?;
+        let (is_folder, path) =
+            aux_target(base, spec).map_err(|(written, r)| bad(PathBuf::from(written), r))?;
         if is_folder {
             if !storage::is_dir(&path) {
                 return Err(bad(path, "no such folder".to_owned()));

@@ -584,7 +584,16 @@ fn bad_paths_are_named_with_their_node() {
     };
     check("    path: missing\n", "splits.train.path", "no such file or folder");
     check("    path: raw\n", "splits.train.path", "did you forget `energon prepare`");
-    check("    path: dss://profile/ds\n", "splits.train.path", "dss:// paths are not supported");
+    check(
+        "    path: dss://profile/ds\n",
+        "splits.train.path",
+        "names a dataset version as NAME@VERSION",
+    );
+    check(
+        "    path: rclone://profile/ds\n",
+        "splits.train.path",
+        "rclone:// paths are not supported",
+    );
     check(
         "    join: [{path: ds1}, {path: raw}]\n    joiner: {__module__: m, __class__: C}\n",
         "splits.train.join[1].path",
@@ -718,8 +727,7 @@ fn aux_sources_open_as_file_stores() {
 fn traversal_lists_leaves_like_the_reference() {
     let dir = datasets();
     let nested = reference_v1_files(dir.path());
-    let mds = Metadataset::load(&nested).unwrap();
-    let leaves = mds.traverse("train").unwrap();
+    let leaves = traverse(&nested, "train").unwrap();
     // test_metadataset.py::test_traverse_metadataset_flattens_nested_v1_references
     let paths: Vec<PathBuf> = leaves.iter().map(|l| l.path.clone()).collect();
     let (ds1, ds2) = (dir.path().join("ds1"), dir.path().join("ds2"));
@@ -737,6 +745,31 @@ fn traversal_lists_leaves_like_the_reference() {
              {{__module__: m, __class__: C}}\n"
         ),
     );
-    let err = Metadataset::load(&join).unwrap().traverse("train").unwrap_err();
+    let err = traverse(&join, "train").unwrap_err();
     assert!(err.to_string().contains("does not support joined datasets"), "{err}");
+    // Missing datasets and aux sources are listed as written (the strict loader refuses them).
+    let missing = write(
+        dir.path(),
+        "missing.yaml",
+        &format!(
+            "{V2}splits:\n  train:\n    path: missing_ds\n    subflavors: {{a: 1}}\n    aux:\n      \
+             labels: missing_aux\n      media: filesystem://media\n      remote: \
+             filesystem+s3://bucket/x\n"
+        ),
+    );
+    assert!(Metadataset::load(&missing).is_err());
+    let leaves = traverse(&missing, "train").unwrap();
+    assert_eq!(leaves.len(), 1);
+    assert_eq!(leaves[0].path, dir.path().join("missing_ds"));
+    let aux: Vec<(&str, PathBuf)> =
+        leaves[0].aux.iter().map(|(n, p)| (n.as_str(), p.clone())).collect();
+    assert_eq!(
+        aux,
+        [
+            ("labels", dir.path().join("missing_aux")),
+            ("media", dir.path().join("media")),
+            ("remote", PathBuf::from("s3://bucket/x")),
+        ]
+    );
+    assert_eq!(serde_json::to_string(&leaves[0].subflavors).unwrap(), r#"{"a":1}"#);
 }

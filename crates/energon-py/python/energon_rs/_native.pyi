@@ -35,6 +35,7 @@ __all__ = [
     "storage_read",
     "storage_size",
     "storage_write",
+    "traverse_metadataset",
     "worker_seed",
 ]
 
@@ -229,6 +230,9 @@ def resolve_metadataset(
     shuffle_over_epochs_multiplier: Optional[int] = ...,
     subflavors: Optional[dict[str, Any]] = None,
 ) -> tuple[str, list[dict[str, Any]]]: ...
+def traverse_metadataset(
+    path: str, split_part: str
+) -> list[tuple[str, str, list[tuple[str, str]], str]]: ...
 def worker_seed(
     rank: int, world_size: int, num_workers: int, seed_offset: int = 0, local_worker_id: int = 0
 ) -> int: ...

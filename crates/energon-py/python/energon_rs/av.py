@@ -22,7 +22,15 @@ import numpy as np
 from energon_rs import _native
 from energon_rs.media import AVMetadata
 
-__all__ = ["AVData", "AVDecoder", "AVWebdatasetDecoder", "get_clips_uniform", "get_single_frames_uniform"]
+__all__ = [
+    "AVData",
+    "AVDecoder",
+    "AVProbeIndex",
+    "AVProbeIndexEntry",
+    "AVWebdatasetDecoder",
+    "get_clips_uniform",
+    "get_single_frames_uniform",
+]
 
 
 def _tensor(array: np.ndarray) -> Any:
@@ -41,6 +49,54 @@ class AVData:
     audio_clips: Optional[list[Any]]
     #: (start, end) of each audio clip in seconds.
     audio_timestamps: Optional[list[tuple[float, float]]]
+
+
+@dataclass(slots=True)
+class AVProbeIndexEntry:
+    """One packet of a probed stream: its presentation timestamp and whether it is a keyframe."""
+
+    timestamp: int
+    is_keyframe: bool
+
+
+class AVProbeIndex:
+    """The packets of video stream `stream_idx` of an open PyAV container, in demuxing order,
+    found by reading the container once (for containers whose index the demuxer does not give,
+    such as AVI); the container is seeked back to its start. The decoders of this module do the
+    same in Rust; this is the reference's helper for PyAV code."""
+
+    def __init__(self, container: Any, stream_idx: int = 0) -> None:
+        self._entries = [
+            AVProbeIndexEntry(timestamp=packet.pts, is_keyframe=bool(packet.is_keyframe))
+            for packet in container.demux(video=stream_idx)
+            if packet.pts is not None
+        ]
+        self._keyframes = [i for i, e in enumerate(self._entries) if e.is_keyframe]
+        container.seek(0)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getitem__(self, idx: int) -> AVProbeIndexEntry:
+        return self._entries[idx]
+
+    def search_timestamp(
+        self, timestamp: int, *, backward: bool = True, any_frame: bool = False
+    ) -> int:
+        """The position of the keyframe (any packet with `any_frame`) nearest `timestamp`: the
+        last at or before it (the first entry when there is none), or with `backward=False`
+        the first at or after it; -1 when there is none."""
+        import bisect
+
+        positions = range(len(self._entries)) if any_frame else self._keyframes
+        stamps = [self._entries[i].timestamp for i in positions]
+        if not stamps:
+            return -1
+        if backward:
+            at = bisect.bisect_right(stamps, timestamp) - 1
+            return positions[max(at, 0)]
+        at = bisect.bisect_left(stamps, timestamp)
+        return positions[at] if at < len(stamps) else -1
 
 
 _ALL = [(0, float("inf"))]

@@ -1,7 +1,8 @@
 """The `energon` commands as `click` commands, for code that invokes them from Python (such as
 `click.testing.CliRunner`): each runs the `energon` program of this project with the same
-arguments, feeds it the input given, and echoes what it prints; its exit status becomes the
-command's.
+arguments, feeds it the input given (answers to its prompts, one a line, as the reference's
+prompts read them), and echoes what it prints. A failure exits with status 1, as the
+reference's commands do.
 
 The program is `$ENERGON_BIN`, else `energon` on `PATH`. `click` is needed only by this module.
 """
@@ -43,18 +44,24 @@ def energon_program() -> str:
 
 def _run(subcommand: list[str], args: tuple[str, ...]) -> None:
     data = None if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
+    env = dict(os.environ)
+    if data:
+        # The program's prompts read the answers given, though its input is no terminal.
+        env["ENERGON_INTERACTIVE"] = "1"
     res = subprocess.run(
         [energon_program(), *subcommand, *args],
         input=data,
         capture_output=True,
         text=True,
+        env=env,
     )
     if res.stdout:
         click.echo(res.stdout, nl=False)
     if res.stderr:
         click.echo(res.stderr, nl=False, err=True)
     if res.returncode != 0:
-        sys.exit(res.returncode)
+        # COMPAT(energon 7.4.1): its click commands exit with 1 when they fail.
+        sys.exit(1)
 
 
 def _forwarding(name: str, subcommand: list[str], help_text: str) -> Any:
@@ -142,7 +149,38 @@ def _natural(name: str) -> list:
 
 
 @click.command(name="analyze-debug")
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def analyze_debug_command(args: tuple[str, ...]) -> None:
-    """Analyzes worker debug logs: not available (the energon program has no such command)."""
-    raise click.ClickException("analyze-debug is not supported by energon_rs")
+@click.argument("log_paths", nargs=-1, type=click.Path(exists=True))
+@click.option("--heatmap-path", default="heatmap.png", show_default=True,
+              help="Where to write the heatmap of samples read per step (PNG).")
+@click.option("--heatmap-steps", type=int, default=1000, show_default=True,
+              help="Largest heatmap size in the step direction (steps are binned to fit).")
+@click.option("--heatmap-samples", type=int, default=1000, show_default=True,
+              help="Largest heatmap size in the sample direction (samples are binned to fit).")
+@click.option("--heatmap-gain", type=float, default=10, show_default=True,
+              help="Intensity factor of the heatmap.")
+@click.option("--force-loading-order", is_flag=True,
+              help="Accepted for compatibility: steps are always in the loader's order.")
+@click.option("--include-modality", default="train", show_default=True,
+              help="Loaders to include: train, val, or both comma-separated.")
+@click.option("--skip", type=int, default=0, help="Steps to leave out at the start.")
+@click.option("--no-colors", is_flag=True, help="One colour for all loaders.")
+def analyze_debug_command(
+    log_paths: tuple[str, ...],
+    heatmap_path: str,
+    heatmap_steps: int,
+    heatmap_samples: int,
+    heatmap_gain: float,
+    force_loading_order: bool,
+    include_modality: str,
+    skip: int,
+    no_colors: bool,
+) -> None:
+    """Summarizes worker debug logs (`WorkerConfig(worker_debug_path=..., worker_log_level=1)`):
+    the samples each step read, and a heatmap of them."""
+    from .debug_log import analyze
+
+    modalities = {m.strip() for m in include_modality.split(",") if m.strip()}
+    for line in analyze(list(log_paths), modalities, heatmap_path, heatmap_steps=heatmap_steps,
+                        heatmap_samples=heatmap_samples, heatmap_gain=heatmap_gain, skip=skip,
+                        colors=not no_colors):
+        click.echo(line)

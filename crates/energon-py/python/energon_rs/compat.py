@@ -166,13 +166,18 @@ class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(
         self, fullname: str, path: Optional[Sequence[str]], target: Any = None
     ) -> Optional[importlib.machinery.ModuleSpec]:
+        if fullname != _PACKAGE and not fullname.startswith(_PACKAGE + "."):
+            # Only `megatron.energon...` (and `megatron` itself) is served: a top-level module
+            # named like one of its submodules (PyAV's `av`, a project's `tools`) stays its own.
+            if self.own_megatron and fullname == "megatron":
+                return importlib.util.spec_from_loader(fullname, _Loader(), is_package=True)
+            return None
         sub = fullname.removeprefix(_PACKAGE + ".")
         if sub in _NAMES and sub in _missing():
             # `from megatron.energon import X` looks for a submodule X when the package has no
             # name X: say why there is none.
             raise ImportError(_missing_message(_PACKAGE, sub), name=fullname)
-        served = fullname == _PACKAGE or sub in _MODULES
-        if not served and not (self.own_megatron and fullname == "megatron"):
+        if fullname != _PACKAGE and sub not in _MODULES:
             return None
         return importlib.util.spec_from_loader(fullname, _Loader(), is_package=True)
 

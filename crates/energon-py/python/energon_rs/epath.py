@@ -6,8 +6,11 @@ folders. `msc://default/PATH` is the local `/PATH`. Object-store URLs (`s3://BUC
 `gs://`, `az://`, `msc://PROFILE/PATH`) are kept as URLs, normalized (`s3://b//a/../c` is
 `s3://b/c`; an `msc://` profile of type `file` is its local folder), and read and written through
 the same storage layer as the datasets (see docs/remote.md); `str()` and `os.fspath()` give the
-URL, so a remote `EPath` can be passed wherever a dataset path is taken. Other protocols
-(`dss://`, `rclone://`, ...) are refused with `UnsupportedPathError`.
+URL, so a remote `EPath` can be passed wherever a dataset path is taken.
+`dss://NAME@VERSION/PATH` names a dataset version in the dataset cache: it keeps its URL and reads
+`NVDATASET_CACHE_DIR/NAME/VERSION/PATH` (this module's `NVDATASET_CACHE_DIR`, an `EPath` taken
+from the environment variable of that name at import). Other protocols (`rclone://`, ...) are
+refused with `UnsupportedPathError`.
 """
 
 from __future__ import annotations
@@ -23,14 +26,15 @@ from typing import IO, Any, Iterator, Optional, Union
 
 from . import _native
 
-__all__ = ["DEFAULT_PROFILE_NAME", "EPath", "UnsupportedPathError"]
+__all__ = ["DEFAULT_PROFILE_NAME", "EPath", "NVDATASET_CACHE_DIR", "UnsupportedPathError"]
 
 #: The profile name of local paths.
 DEFAULT_PROFILE_NAME = "default"
 
 
-#: The URL schemes of object stores (as the storage layer reads them).
-_REMOTE_SCHEMES = ("s3", "gs", "az", "azure", "msc")
+#: The URL schemes of object stores (as the storage layer reads them), and of dataset versions
+#: in the dataset cache (`dss`).
+_REMOTE_SCHEMES = ("s3", "gs", "az", "azure", "msc", "dss")
 
 
 class UnsupportedPathError(ValueError):
@@ -81,8 +85,11 @@ class EPath:
             if protocol not in _REMOTE_SCHEMES:
                 raise UnsupportedPathError(
                     f"{text!r}: {protocol}:// paths are not supported; energon_rs reads local "
-                    "paths and s3://, gs://, az:// and msc:// URLs"
+                    "paths and s3://, gs://, az://, msc:// and dss:// URLs"
                 )
+            if protocol == "dss":
+                self._path = _normalize_dss(text)
+                return
             # The storage layer's normal form (an `msc://` profile of type `file` is local).
             text = _native.storage_normalize(text)
             if "://" in text:
@@ -93,6 +100,28 @@ class EPath:
     @property
     def _remote(self) -> Optional[tuple[str, str, str]]:
         return _split_url(self._path)
+
+    def _resolved(self) -> Optional["EPath"]:
+        """Where a `dss://` path's bytes are (`None` for other paths)."""
+        remote = self._remote
+        if remote is None or remote[0] != "dss":
+            return None
+        cache = NVDATASET_CACHE_DIR
+        if cache is None:
+            env = os.environ.get("NVDATASET_CACHE_DIR")
+            if not env:
+                raise UnsupportedPathError(
+                    f"{self._path}: NVDATASET_CACHE_DIR is not set (the folder of dss:// datasets)"
+                )
+            cache = EPath(env)
+        name, version = remote[1].rsplit("@", 1)
+        res = EPath(cache) / name / version
+        return res / remote[2] if remote[2] else res
+
+    def _from_resolved(self, resolved: "EPath", path: "EPath") -> "EPath":
+        """`path` (under `resolved`, this `dss://` path's target) as a `dss://` path."""
+        rel = path.relative_to(resolved)
+        return self if rel in ("", ".") else self / rel
 
     def _local_only(self, what: str) -> None:
         if self._remote is not None:
@@ -118,11 +147,25 @@ class EPath:
         """The path as a string: the URL of a remote path."""
         return self._path
 
-    @property
     def local_path(self) -> Path:
-        """The path as a `pathlib.Path` (`UnsupportedPathError` for an object-store URL)."""
+        """The path as a `pathlib.Path` (`UnsupportedPathError` for an object-store URL; a
+        `dss://` path's folder in the dataset cache)."""
+        resolved = self._resolved()
+        if resolved is not None:
+            return resolved.local_path()
         self._local_only("a local path")
         return Path(self._path)
+
+    def is_local(self) -> bool:
+        """Whether the path is on a local (or mounted) file system."""
+        resolved = self._resolved()
+        return self._remote is None if resolved is None else resolved.is_local()
+
+    @property
+    def display_name(self) -> str:
+        """The name to show: a `dss://` path's `NAME@VERSION`, else the file name."""
+        remote = self._remote
+        return remote[1] if remote is not None and remote[0] == "dss" else self.name
 
     @property
     def _key(self) -> str:
@@ -177,23 +220,35 @@ class EPath:
 
     # Queries.
     def is_file(self) -> bool:
+        resolved = self._resolved()
+        if resolved is not None:
+            return resolved.is_file()
         if self._remote is None:
             return os.path.isfile(self._path)
         return _native.storage_is_file(self._path)
 
     def is_dir(self) -> bool:
         """Whether this is a folder (remotely: a prefix with objects under it)."""
+        resolved = self._resolved()
+        if resolved is not None:
+            return resolved.is_dir()
         if self._remote is None:
             return os.path.isdir(self._path)
         return _native.storage_is_dir(self._path)
 
     def exists(self) -> bool:
+        resolved = self._resolved()
+        if resolved is not None:
+            return resolved.exists()
         if self._remote is None:
             return os.path.exists(self._path)
         return self.is_file() or self.is_dir()
 
     def size(self) -> int:
         """The file's size in bytes."""
+        resolved = self._resolved()
+        if resolved is not None:
+            return resolved.size()
         if self._remote is None:
             return os.path.getsize(self._path)
         return _native.storage_size(self._path)
@@ -207,6 +262,11 @@ class EPath:
     def glob(self, pattern: str) -> Iterator["EPath"]:
         """The paths under this folder matching `pattern` (`**` descends, following links;
         remotely, objects only)."""
+        resolved = self._resolved()
+        if resolved is not None:
+            for path in resolved.glob(pattern):
+                yield self._from_resolved(resolved, path)
+            return
         if self._remote is None:
             base = glob_module.escape(self._path)
             for path in sorted(glob_module.glob(os.path.join(base, pattern), recursive=True)):
@@ -220,6 +280,11 @@ class EPath:
     def walk(self) -> Iterator["EPath"]:
         """Every file below this folder (links to folders followed; remotely, every object
         under the prefix)."""
+        resolved = self._resolved()
+        if resolved is not None:
+            for path in resolved.walk():
+                yield self._from_resolved(resolved, path)
+            return
         if self._remote is None:
             for root, _dirs, files in os.walk(self._path, followlinks=True):
                 for name in files:
@@ -233,6 +298,9 @@ class EPath:
         """Opens the file; writing modes create its folders first. A remote object is read
         whole when opened for reading, and written as one object when a file opened with `w`
         is closed."""
+        resolved = self._resolved()
+        if resolved is not None:
+            return resolved.open(mode, block_size, **kwargs)
         if self._remote is not None:
             return self._open_remote(mode, **kwargs)
         if any(c in mode for c in "wax+"):
@@ -272,6 +340,9 @@ class EPath:
 
     def mkdir(self, exist_ok: bool = True, parents: bool = True) -> None:
         """Makes the folder (nothing to do in an object store, which has no folders)."""
+        resolved = self._resolved()
+        if resolved is not None:
+            return resolved.mkdir(exist_ok=exist_ok, parents=parents)
         if self._remote is None:
             Path(self._path).mkdir(exist_ok=exist_ok, parents=parents)
 
@@ -329,6 +400,34 @@ class EPath:
 
     def __reduce__(self) -> Any:
         return (EPath, (self._path,))
+
+
+def _normalize_dss(text: str) -> str:
+    """The normal form of a `dss://NAME@VERSION/PATH` URL (its path normalized)."""
+    head, _, key = text[len("dss://"):].partition("/")
+    # COMPAT(energon 7.4.1): epath.py:_split_dss_name_and_version raises AssertionError.
+    if "@" not in head:
+        raise AssertionError("DSS paths must include a dataset version separated by '@'")
+    name, version = head.rsplit("@", 1)
+    if not name or not version:
+        raise AssertionError("DSS paths must include non-empty dataset name and version")
+    parts: list[str] = []
+    for part in key.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                raise ValueError(f"{text}: path above the dataset version")
+            parts.pop()
+        else:
+            parts.append(part)
+    return "/".join([f"dss://{head}", *parts])
+
+
+#: The folder of `dss://` datasets (`$NVDATASET_CACHE_DIR` at import; may be reassigned).
+NVDATASET_CACHE_DIR: Optional[EPath] = (
+    EPath(os.environ["NVDATASET_CACHE_DIR"]) if os.environ.get("NVDATASET_CACHE_DIR") else None
+)
 
 
 def _match_parts(names: list[str], parts: list[str]) -> bool:

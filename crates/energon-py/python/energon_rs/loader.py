@@ -16,6 +16,7 @@ import weakref
 from typing import Any, Iterator, Optional, Union
 
 from . import _native
+from .debug_log import DebugLog
 from .load import _LeafDataset, _LoadedMetadataset, load_dataset
 from .task_encoder import DefaultTaskEncoder, TaskEncoder, _hooks
 from .worker import WorkerConfig
@@ -393,6 +394,8 @@ class BasicDataLoader:
         self._native: Any = None
         self._restore: Optional[bytes] = None
         self._watchdog = watchdog
+        kind = "SavableLoader" if self._savable else "BasicDataLoader"
+        self._debug = DebugLog.of(self.worker_config, kind, dataset.config())
 
     def _loader(self) -> Any:
         if self._native is None:
@@ -406,6 +409,8 @@ class BasicDataLoader:
 
     def __iter__(self) -> Iterator[Any]:
         items = iter(self._loader())
+        if self._debug is not None:
+            items = self._debug.iterate(items)
         return items if self._watchdog is None else self._watchdog.watch(items)
 
     def __len__(self) -> int:
@@ -430,6 +435,8 @@ class BasicDataLoader:
             self._watchdog.stop()
         if self._native is not None:
             self._native.close()
+        if self._debug is not None:
+            self._debug.close()
 
 
 class SavableDataLoader(BasicDataLoader):

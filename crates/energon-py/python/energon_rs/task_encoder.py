@@ -109,8 +109,9 @@ def stateless(
 
 def _seeded(f: Callable[..., Any]) -> Callable[..., Any]:
     """`f` run with the global generators seeded from the current hook call's context (see
-    `stateless`). A generator function's samples are made in one go under the seed (the loader
-    collects them at once anyway), and handed out after the outer state is back."""
+    `stateless`). A generator function is seeded when its first sample is pulled; between its
+    samples the caller's random state is back, and the generator's own state is set again
+    before the next one is made, as the reference does."""
 
     def run(call: Callable[[], Any]) -> Any:
         seed_args = getattr(_CONTEXT, "seed_args", None)
@@ -130,7 +131,27 @@ def _seeded(f: Callable[..., Any]) -> Callable[..., Any]:
 
         @functools.wraps(f)
         def seeded_generator(*args: Any, **kwargs: Any) -> Any:
-            yield from run(lambda: list(f(*args, **kwargs)))
+            seed_args = getattr(_CONTEXT, "seed_args", None)
+            if seed_args is None:
+                yield from f(*args, **kwargs)
+                return
+            it = f(*args, **kwargs)
+            inner = None
+            while True:
+                with _SEEDED_CALLS:
+                    outer = SystemRng.save_state()
+                    if inner is None:
+                        SystemRng.seed_args(*seed_args)
+                    else:
+                        SystemRng.restore_state(inner)
+                    try:
+                        sample = next(it)
+                        inner = SystemRng.save_state()
+                    except StopIteration:
+                        return
+                    finally:
+                        SystemRng.restore_state(outer)
+                yield sample
 
         return seeded_generator
 
@@ -442,55 +463,89 @@ def _sources_of(value: Any) -> Any:
 _SEEDED_CALLS = threading.RLock()
 
 
-class _Many(list):
-    """The samples a generator hook yielded for one input."""
+class _Lazy:
+    """The samples a generator hook yields for one input, made one at a time as the loader
+    pulls them (the reference iterates generators lazily: each sample sees the
+    `current_batch_index` of the moment it is made)."""
+
+    __slots__ = ("_it", "_pull")
+
+    def __init__(self, it: Any, pull: Callable[[Any, tuple], Any]) -> None:
+        self._it = it
+        self._pull = pull
+
+    def pull(self, ctx: tuple) -> Any:
+        """`(sample,)`, `None` when the generator is done, or the skip marker when it failed
+        (the rest of its samples are dropped)."""
+        return self._pull(self._it, ctx)
 
 
-def _call(fn: Callable[..., Any], value: Any, args: tuple, ctx: Optional[tuple]) -> Any:
-    """Calls a hook in its context: `ctx` is `(current_sample_index, current_batch_index,
-    worker_seed)`, which the task encoder's `current_sample_index` and `current_batch_index`
-    give and from which `@stateless(restore_seeds=True)` functions seed the global random
-    generators, as the reference does (`SystemRng.seed_args(worker_seed, sample_index)`). A
-    generator's samples are collected."""
+def _set_context(ctx: Optional[tuple]) -> None:
+    """Makes `ctx`, `(current_sample_index, current_batch_index, worker_seed)`, the context of
+    the hook call on this thread: what the task encoder's `current_sample_index` and
+    `current_batch_index` give and from which `@stateless(restore_seeds=True)` functions seed
+    the global random generators, as the reference does
+    (`SystemRng.seed_args(worker_seed, sample_index)`)."""
     if ctx is not None:
         sample_index, batch_index, worker_seed = ctx
         _CONTEXT.sample_index, _CONTEXT.batch_index = sample_index, batch_index
         _CONTEXT.seed_args = (worker_seed, sample_index)
     else:
         _CONTEXT.seed_args = None
-    res = fn(value, *args)
-    return _Many(res) if inspect.isgenerator(res) else res
 
 
 def _guard(
     fn: Callable[..., Any], worker_config: Any, tolerance: Optional[int] = None
 ) -> Callable[..., Any]:
     """Applies the reference's error policy around a hook; returns the skip marker for a sample
-    to drop."""
+    to drop. A generator's samples come as a `_Lazy`, whose pulls follow the same policy."""
     name = getattr(fn, "__qualname__", None) or repr(fn)
     if tolerance is None:
         tolerance = getattr(fn, "__failure_tolerance__", DEFAULT_FAILURE_TOLERANCE)
     lock = threading.Lock()
     failures = [0]
 
-    def guarded(value: Any, *args: Any, ctx: Optional[tuple] = None) -> Any:
-        try:
-            res = _call(fn, value, args, ctx)
-        except SkipSample:
+    def failed(exc: Exception, value: Any) -> Any:
+        if isinstance(exc, SkipSample):
             return _SKIP
-        except _SYSTEM_EXCEPTIONS as exc:
+        if isinstance(exc, _SYSTEM_EXCEPTIONS):
             raise FatalSampleError(f"fatal error in {name}: {exc!r}") from exc
-        except Exception as exc:
-            worker_config.global_error_handler(exc, value, _sources_of(value))
-            with lock:
-                failures[0] += 1
-                too_many = tolerance > 0 and failures[0] >= tolerance
-            if too_many:
-                raise FatalSampleError(f"{name} failed {failures[0]} times in a row") from exc
-            return _SKIP
+        worker_config.global_error_handler(exc, value, _sources_of(value))
+        with lock:
+            failures[0] += 1
+            too_many = tolerance > 0 and failures[0] >= tolerance
+        if too_many:
+            raise FatalSampleError(f"{name} failed {failures[0]} times in a row") from exc
+        return _SKIP
+
+    def succeeded() -> None:
         with lock:
             failures[0] = 0
-        return res
+
+    def guarded(value: Any, *args: Any, ctx: Optional[tuple] = None) -> Any:
+        _set_context(ctx)
+        try:
+            res = fn(value, *args)
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                raise
+            return failed(exc, value)
+        if not inspect.isgenerator(res):
+            succeeded()
+            return res
+
+        def pull(it: Any, ctx: tuple) -> Any:
+            _set_context(ctx)
+            try:
+                sample = next(it)
+            except StopIteration:
+                return None
+            except Exception as exc:
+                return failed(exc, value)
+            succeeded()
+            return (sample,)
+
+        return _Lazy(res, pull)
 
     functools.update_wrapper(guarded, fn)
     return guarded
@@ -602,9 +657,11 @@ def _hooks(
     ]
     encoder_type = type(task_encoder)
     config = [
-        ("class", f"{encoder_type.__module__}.{encoder_type.__qualname__}"),
-        ("python_hooks", ",".join(overridden)),
-        ("cookers", str(len(task_encoder.cookers))),
+        # Informative (the `_`): a state restores into another task encoder class with the same
+        # stages (`encoder.hooks`), as in the reference.
+        ("_class", f"{encoder_type.__module__}.{encoder_type.__qualname__}"),
+        ("_python_hooks", ",".join(overridden)),
+        ("_cookers", str(len(task_encoder.cookers))),
     ]
     return SimpleNamespace(
         make_cook=make_cook,
@@ -613,7 +670,7 @@ def _hooks(
         make_joiner=make_joiner,
         on_error=on_error,
         **{name: hook(name) for name in _HOOKS if name not in ("batch", "encode_batch")},
-        many=_Many,
+        lazy=_Lazy,
         batch=hook("batch"),
         default_batch=_guard(generic_batch, worker_config),
         encode_batch=hook("encode_batch"),

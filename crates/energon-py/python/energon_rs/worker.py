@@ -97,7 +97,8 @@ class WorkerConfig:
         }
 
     def should_log(self, level: int) -> bool:
-        """Whether worker debug messages of `level` are recorded (`worker_log_level`)."""
+        """Whether worker debug messages of `level` are recorded (`worker_log_level`; level 1:
+        every item a loader hands out, see `energon_rs.debug_log`)."""
         return level <= self.worker_log_level
 
     def worker_seed(self, local_worker_id: int = 0) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
+import json
 import os
 from typing import Any, Callable, Optional, Union
 
@@ -38,6 +39,7 @@ __all__ = [
     "MapDataset",
     "MixBatchDataset",
     "SavableDataset",
+    "TraversedDatasetReference",
     "concat_pad",
     "get_dataset_from_config",
     "generic_concat",
@@ -414,38 +416,34 @@ class AugmentTaskEncoder(TaskEncoder):
 
 
 @dataclasses.dataclass
-class DatasetReference:
+class TraversedDatasetReference:
     """One dataset of a metadataset split, as `traverse_metadataset` lists it: its path, the
-    split part it reads, its subflavors and its auxiliary sources by name."""
+    split part it reads, its auxiliary sources by name and its effective subflavors."""
 
     path: Any
     split_part: str
-    subflavors: dict
     aux: dict
-    weight: Optional[float] = None
-    repetitions: Optional[Union[int, float]] = None
+    subflavors: dict
 
 
 def traverse_metadataset(
     path: Union[str, os.PathLike], split_part: str = "train", **kwargs: Any
-) -> list[DatasetReference]:
+) -> list[TraversedDatasetReference]:
     """The datasets of split `split_part` of the metadataset at `path`, nested metadatasets
-    flattened, in tree order (a join is listed by its primary dataset)."""
+    flattened, in tree order, without opening them: a dataset or aux source that does not
+    exist is listed too. Joins are not supported (`ConfigError`), as in the reference."""
     from .epath import EPath
 
     if kwargs:
         raise TypeError(f"unexpected keyword arguments: {sorted(kwargs)}")
-    _mode, leaves = _native.resolve_metadataset(os.fspath(path), split_part)
-    refs = []
-    for leaf in leaves:
-        refs.append(
-            DatasetReference(
-                path=EPath(leaf["path"]),
-                split_part=leaf["split_part"],
-                subflavors=dict(leaf["subflavors"] or {}),
-                aux={name: EPath(store.path) for name, store in leaf["aux"].items()},
-                weight=leaf["weight"],
-                repetitions=leaf["repetitions"],
-            )
+    return [
+        TraversedDatasetReference(
+            path=EPath(leaf_path),
+            split_part=leaf_split,
+            aux={name: EPath(aux_path) for name, aux_path in aux},
+            subflavors=json.loads(subflavors),
         )
-    return refs
+        for leaf_path, leaf_split, aux, subflavors in _native.traverse_metadataset(
+            os.fspath(path), split_part
+        )
+    ]
