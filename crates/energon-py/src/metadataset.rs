@@ -32,14 +32,18 @@ pub(crate) fn dataset_kind(py: Python<'_>, path: PathBuf) -> PyResult<&'static s
     })
 }
 
+/// A traversed leaf as Python takes it: `(path, split_part, [(aux name, aux path)], subflavors
+/// as JSON)`.
+type TraversedTuple = (String, String, Vec<(String, String)>, String);
+
 /// The leaves of split `split_part` of the metadataset at `path`, without opening them
-/// (energon-mix's `traverse`): `(path, split_part, [(aux name, aux path)], subflavors as JSON)`.
+/// (energon-mix's `traverse`).
 #[pyfunction]
 pub(crate) fn traverse_metadataset(
     py: Python<'_>,
     path: PathBuf,
     split_part: &str,
-) -> PyResult<Vec<(String, String, Vec<(String, String)>, String)>> {
+) -> PyResult<Vec<TraversedTuple>> {
     let leaves =
         py.detach(|| energon_mix::traverse(&path, split_part)).map_err(|e| to_py_err(&e))?;
     let text = |p: &std::path::Path| p.to_string_lossy().into_owned();

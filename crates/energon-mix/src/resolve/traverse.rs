@@ -56,7 +56,7 @@ impl Walk {
         for item in items {
             match item {
                 Item::Ref(dataset) => {
-                    self.reference(&file, dataset, split_part, inherited, depth)?
+                    self.reference(&file, dataset, split_part, inherited, depth)?;
                 }
                 Item::Join(join) => return Err(no_joins(&file, &join.yaml_path)),
             }
