@@ -310,7 +310,7 @@ fn scripted_answers_and_a_sample_loader() {
     );
     let loader = dir.read_string(".nv-meta/sample_loader.py");
     assert!(loader.contains("        image=raw[\"TODO\"],  # torch.Tensor\n"), "{loader}");
-    assert!(loader.contains("    return part in (\"jpg\", \"txt\")\n"), "{loader}");
+    assert!(loader.contains("    return part in (\"jpg\", \"txt\", \"json\")\n"), "{loader}");
     // Without a terminal or the variable, a missing answer is an error, not a wait.
     let err = run_err(prepare(&dir).arg("--force-overwrite").stdin(Stdio::null()));
     assert!(err.contains("no split given"), "{err}");
