@@ -87,6 +87,11 @@ impl PyAvDecoder {
         crate::buffer::Buffer::memoryview(py, self.inner.data().clone())
     }
 
+    /// What names the media in errors (dataset, shard, key and part, for a part the loader read).
+    fn origin(&self) -> &str {
+        self.inner.origin()
+    }
+
     /// The file type the content gives (`mp4`, `mkv`, `wav`, ...), or None.
     fn extension(&self) -> Option<&'static str> {
         self.inner.extension()

@@ -60,6 +60,18 @@ def test_compat_serves_megatron_energon_av():
         compat.uninstall()
 
 
+def test_a_decoder_pickles_with_its_media():
+    import pickle
+
+    name = sorted(n for n, r in EXPECTED["files"].items() if r["has_video"])[0]
+    decoder = AVDecoder((AV / name).read_bytes(), suppress_warnings=True)
+    again = pickle.loads(pickle.dumps(decoder))
+    assert again.suppress_warnings and again.get_video_fps() == decoder.get_video_fps()
+    want, _ = decoder.get_video_clips([(0, 2)], "frames")
+    got, _ = again.get_video_clips([(0, 2)], "frames")
+    assert torch.equal(want[0], got[0])
+
+
 def test_bad_media_raises():
     with pytest.raises(ValueError, match="cannot decode media"):
         AVDecoder(b"RIFF\0\0\0\0AVI garbage").get_video_clips([(0, 1)], "frames")

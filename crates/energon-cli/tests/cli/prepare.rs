@@ -256,23 +256,26 @@ fn worker_count_and_progress_do_not_change_the_output() {
     );
 }
 
+/// Runs `cmd` with `answers` on its standard input.
+fn answered(cmd: &mut std::process::Command, answers: &[u8]) -> std::process::Output {
+    let mut child =
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(answers).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// Answers the interactive prompts through a pseudo terminal, as a user would.
 #[test]
 fn interactive_prompts() {
     let dir = Dir::new().with_generated(4, 2);
     let command =
         format!("{} prepare {} --no-progress", env!("CARGO_BIN_EXE_energon"), dir.path().display());
-    let mut child = std::process::Command::new("script")
-        .args(["-qec", &command, "/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // Split ratio, create dataset.yaml, CaptioningSample (entry 0), a field map, then the two
     // fields.
-    child.stdin.take().unwrap().write_all(b"3,1,0\ny\n0\ny\njpg\ntxt\n").unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = answered(
+        std::process::Command::new("script").args(["-qec", &command, "/dev/null"]),
+        b"3,1,0\ny\n0\ny\njpg\ntxt\n",
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert!(stdout.contains("Please enter a desired train/val/test split"), "{stdout}");
@@ -291,15 +294,7 @@ fn interactive_prompts() {
 fn scripted_answers_and_a_sample_loader() {
     let dir = Dir::new().with_generated(4, 2);
     run_ok(prepare(&dir).args(["--split-ratio", "1,0,0", "--non-interactive"]));
-    let mut child = prepare(&dir)
-        .env("ENERGON_INTERACTIVE", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(b"y\n1,0,0\ny\n0\nn\n").unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = answered(prepare(&dir).env("ENERGON_INTERACTIVE", "1"), b"y\n1,0,0\ny\n0\nn\n");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("Done"), "{stdout}");

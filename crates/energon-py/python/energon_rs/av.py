@@ -102,6 +102,13 @@ class AVProbeIndex:
 _ALL = [(0, float("inf"))]
 
 
+def _unpickle(data: bytes, origin: str, suppress_warnings: bool) -> "AVDecoder":
+    """An `AVDecoder` made again from what `AVDecoder.__reduce__` kept."""
+    self = AVDecoder._from_native(_native.AvDecoder(data, origin))
+    self.suppress_warnings = suppress_warnings
+    return self
+
+
 class AVDecoder:
     """Decodes one media part (bytes or a binary stream) on request."""
 
@@ -124,6 +131,11 @@ class AVDecoder:
         self.suppress_warnings = False
         self._native = native
         return self
+
+    def __reduce__(self) -> Any:
+        # Pickled as the media's bytes and what names them in errors; the decoder is made again
+        # on loading.
+        return (_unpickle, (bytes(self._native.data()), self._native.origin(), self.suppress_warnings))
 
     @property
     def stream(self) -> BinaryIO:

@@ -134,6 +134,11 @@ impl AvDecoder {
         &self.data
     }
 
+    /// What names the media in errors.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
     fn err(&self, reason: impl Into<String>) -> AvError {
         AvError { origin: self.origin.clone(), reason: reason.into() }
     }
