@@ -109,9 +109,11 @@ pub fn read_dataset_info(root: &Path) -> Result<DatasetInfo> {
     let meta = root.join(NV_META);
     let json_path = meta.join(INFO_JSON);
     let yaml_path = meta.join(INFO_YAML);
-    if storage::is_file(&json_path) {
+    // A store that cannot be reached is its own error, not a missing file.
+    let exists = |p: &Path| storage::try_is_file(p).map_err(|e| Error::io("cannot reach", p, e));
+    if exists(&json_path)? {
         read_info_json(&json_path)
-    } else if storage::is_file(&yaml_path) {
+    } else if exists(&yaml_path)? {
         let value = yaml::load_yaml(&yaml_path)?;
         DatasetInfo::from_value(&value, &yaml_path)
     } else {
