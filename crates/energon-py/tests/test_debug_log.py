@@ -49,3 +49,18 @@ def test_a_loader_logs_what_it_hands_out_and_analyze_debug_summarizes_it(ref_sma
     res = click_testing.CliRunner().invoke(analyze_debug_command, [str(logs), "--heatmap-path",
                                                                     str(heatmap)])
     assert "Found 0 unique sample keys, 0 steps" in res.stdout  # only train loaders by default
+
+
+def test_batch_keys_as_the_reference_finds_them():
+    from dataclasses import dataclass
+
+    from energon_rs.sample_utils import default_get_batch_keys
+
+    @dataclass
+    class B:
+        __key__: list
+
+    assert default_get_batch_keys(B(["a", "b"])) == ["a", "b"]
+    assert default_get_batch_keys([{"__key__": "k"}]) == ["k"]
+    assert default_get_batch_keys({"keys": ["x"]}) == ["x"]
+    assert default_get_batch_keys({"other": 1}) is None

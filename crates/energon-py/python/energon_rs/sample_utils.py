@@ -13,7 +13,9 @@ import dataclasses
 import re
 from typing import Any, Optional
 
-__all__ = ["format_sample_detailed"]
+from .debug_log import batch_keys as default_get_batch_keys
+
+__all__ = ["default_get_batch_keys", "format_sample_detailed"]
 
 _PLAIN = re.compile(r"^[A-Za-z_./(<][^:#\n]*$|^[A-Za-z_./(<][^\n]*[^:\s]$")
 _RESERVED = re.compile(
