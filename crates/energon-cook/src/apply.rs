@@ -220,11 +220,11 @@ pub(crate) fn pick<U>(
             .and_then(|sub| values.into_iter().nth(sub))
             .ok_or_else(missing),
         (Outputs::Lazy(mut generator), Some(sub)) => {
+            let mut pull = || call_on_restore("generator", generator.next(ctx), described);
             for _ in 0..sub {
-                call_on_restore("generator", generator.next(ctx), described)?
-                    .ok_or_else(missing)?;
+                pull()?.ok_or_else(missing)?;
             }
-            call_on_restore("generator", generator.next(ctx), described)?.ok_or_else(missing)
+            pull()?.ok_or_else(missing)
         }
         _ => Err(missing()),
     }

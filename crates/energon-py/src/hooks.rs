@@ -84,6 +84,11 @@ impl Failure {
             message: format!("python hook: {message}"),
         }
     }
+
+    /// The kept exception, if any (taken once).
+    fn take(&self) -> Option<PyErr> {
+        self.0.lock().ok().and_then(|mut slot| slot.take())
+    }
 }
 
 /// A Python generator hook's outputs, made one at a time when the stage pulls them: the Python
@@ -434,7 +439,7 @@ impl Hooks {
 
     /// The exception a hook raised, if any (taken once).
     pub(crate) fn take_failure(&self) -> Option<PyErr> {
-        self.failure.0.lock().ok().and_then(|mut slot| slot.take())
+        self.failure.take()
     }
 
     /// The Python `batch` over a batch of items (the task encoder's default batching when it is

@@ -32,29 +32,32 @@ pub(crate) fn dataset_kind(py: Python<'_>, path: PathBuf) -> PyResult<&'static s
     })
 }
 
-/// A traversed leaf as Python takes it: `(path, split_part, [(aux name, aux path)], subflavors
-/// as JSON)`.
-type TraversedTuple = (String, String, Vec<(String, String)>, String);
-
 /// The leaves of split `split_part` of the metadataset at `path`, without opening them
-/// (energon-mix's `traverse`).
+/// (energon-mix's `traverse`): one dict per leaf with `path`, `split_part`, `aux` (paths by
+/// name) and `subflavors`.
 #[pyfunction]
-pub(crate) fn traverse_metadataset(
-    py: Python<'_>,
+pub(crate) fn traverse_metadataset<'py>(
+    py: Python<'py>,
     path: PathBuf,
     split_part: &str,
-) -> PyResult<Vec<TraversedTuple>> {
+) -> PyResult<Bound<'py, PyList>> {
     let leaves =
         py.detach(|| energon_mix::traverse(&path, split_part)).map_err(|e| to_py_err(&e))?;
-    let text = |p: &std::path::Path| p.to_string_lossy().into_owned();
-    Ok(leaves
-        .into_iter()
-        .map(|leaf| {
-            let aux = leaf.aux.iter().map(|(name, p)| (name.clone(), text(p))).collect();
-            let subflavors = Value::Object(leaf.subflavors).to_string();
-            (text(&leaf.path), leaf.split_part, aux, subflavors)
-        })
-        .collect())
+    let conv = Converter::new(py, Output::default())?;
+    let res = PyList::empty(py);
+    for leaf in leaves {
+        let d = PyDict::new(py);
+        d.set_item("path", leaf.path.to_string_lossy().as_ref())?;
+        d.set_item("split_part", &leaf.split_part)?;
+        let aux = PyDict::new(py);
+        for (name, aux_path) in &leaf.aux {
+            aux.set_item(name, aux_path.to_string_lossy().as_ref())?;
+        }
+        d.set_item("aux", aux)?;
+        d.set_item("subflavors", conv.json(Value::Object(leaf.subflavors))?)?;
+        res.append(d)?;
+    }
+    Ok(res)
 }
 
 /// Split `split_part` of the metadataset at `path`, resolved: the blend mode (`none`,

@@ -176,7 +176,7 @@ fn newer_versions_are_incompatible_not_corrupt() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
-    /// Whatever is cut off or flipped, reading a binary file fails with an error, never a panic
+    /// Whatever is cut off (beyond a JSON file's final newline) or flipped, reading a binary file fails with an error, never a panic
     /// and never a different checkpoint. (The JSON form is for humans and may be edited: a
     /// flipped digit is a different, valid checkpoint; it only must not panic.)
     #[test]
@@ -184,7 +184,13 @@ proptest! {
         let ckpt = checkpoint();
         let bytes = ckpt.to_bytes(if json { Encoding::Json } else { Encoding::Binary }).unwrap();
         let cut = cut.index(bytes.len());
-        prop_assert!(Checkpoint::from_bytes(&bytes[..cut], path()).is_err());
+        let read = Checkpoint::from_bytes(&bytes[..cut], path());
+        if json && bytes[cut..].iter().all(u8::is_ascii_whitespace) {
+            // Only the final newline is gone: the same checkpoint.
+            prop_assert_eq!(read.ok(), Some(ckpt));
+        } else {
+            prop_assert!(read.is_err());
+        }
         let mut flipped = bytes.clone();
         flipped[flip.index(bytes.len())] ^= 1 << bit;
         let read = Checkpoint::from_bytes(&flipped, path());

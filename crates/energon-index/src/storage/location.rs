@@ -84,23 +84,14 @@ fn dss_in(
             "{DSS_CACHE_DIR_VAR} is not set (the folder of dss:// datasets)"
         )));
     };
-    let mut target = PathBuf::from(cache);
-    if let Some(text) = target.to_str()
-        && remote_scheme(&target).is_some()
-    {
+    let rel = [name, version, key].into_iter().filter(|p| !p.is_empty()).collect::<Vec<_>>();
+    let rel = rel.join("/");
+    let cache = PathBuf::from(cache);
+    match cache.to_str().filter(|_| remote_scheme(&cache).is_some()) {
         // Joined as text: `Path::join` would keep the URL's `//` but not its meaning.
-        target = PathBuf::from(format!("{}/{name}/{version}", text.trim_end_matches('/')));
-        if !key.is_empty() {
-            target = PathBuf::from(format!("{}/{key}", target.display()));
-        }
-        return Location::of(&target);
+        Some(url) => Location::of(Path::new(&format!("{}/{rel}", url.trim_end_matches('/')))),
+        None => Ok(Location::Local(cache.join(rel))),
     }
-    target.push(name);
-    target.push(version);
-    if !key.is_empty() {
-        target.push(key);
-    }
-    Ok(Location::Local(target))
 }
 
 /// The error for a remote path in a build without the `remote` feature.

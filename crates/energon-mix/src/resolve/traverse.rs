@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use super::{
     MAX_NESTING, TraversedLeaf, absolute, folder_of,
     load::{aux_target, target_path},
+    tree::{merge_subflavors, split_of},
 };
 use crate::{
     error::{Error, Result},
@@ -40,11 +41,7 @@ impl Walk {
         depth: usize,
     ) -> Result<()> {
         let file = parse_metadataset(path)?;
-        let node = file.split(split_part).ok_or_else(|| Error::UnknownSplit {
-            file: file.path.clone(),
-            split: split_part.to_owned(),
-            defined: file.splits.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "),
-        })?;
+        let node = split_of(&file, split_part)?;
         let items: Vec<&Item> = match node {
             Node::Ref(dataset) => {
                 return self.reference(&file, dataset, split_part, inherited, depth);
@@ -73,11 +70,7 @@ impl Walk {
         depth: usize,
     ) -> Result<()> {
         let path = target_path(file, dataset)?;
-        // The reference's merge: this reference's subflavors, overridden by the outer ones.
-        let mut subflavors = dataset.subflavors.clone().unwrap_or_default();
-        for (key, value) in inherited.into_iter().flatten() {
-            subflavors.insert(key.clone(), value.clone());
-        }
+        let subflavors = merge_subflavors(dataset.subflavors.as_ref(), inherited);
         let split_part = dataset.split_part.as_deref().unwrap_or(split_part);
         let is_yaml = path.extension().is_some_and(|e| e == "yaml");
         if is_yaml && storage::is_file(&path) {
@@ -89,7 +82,7 @@ impl Walk {
                     limit: MAX_NESTING,
                 });
             }
-            return self.file(&path, split_part, Some(&subflavors), depth + 1);
+            return self.file(&path, split_part, subflavors.as_ref(), depth + 1);
         }
         let base = folder_of(&file.path);
         let mut aux = Vec::with_capacity(dataset.aux.len());
@@ -104,6 +97,7 @@ impl Walk {
             aux.push((name.clone(), target));
         }
         let split_part = split_part.to_owned();
+        let subflavors = subflavors.unwrap_or_default();
         self.leaves.push(TraversedLeaf { path, split_part, aux, subflavors });
         Ok(())
     }

@@ -82,7 +82,7 @@ pub(super) fn resolve_path(
     Ok(ResolvedSplit { mode: BlendMode::None, leaves: vec![leaf] })
 }
 
-fn split_of<'a>(file: &'a MetadatasetFile, split_part: &str) -> Result<&'a Node> {
+pub(super) fn split_of<'a>(file: &'a MetadatasetFile, split_part: &str) -> Result<&'a Node> {
     file.split(split_part).ok_or_else(|| Error::UnknownSplit {
         file: file.path.clone(),
         split: split_part.to_owned(),
@@ -313,7 +313,7 @@ fn resolve_join(file: &MetadatasetFile, join: &JoinNode, inherited: &Inherited) 
 }
 
 /// `{**own, **outer}`: the node's own subflavors are the base, outer values override them.
-fn merge_subflavors(
+pub(super) fn merge_subflavors(
     own: Option<&Map<String, Value>>,
     outer: Option<&Map<String, Value>>,
 ) -> Option<Map<String, Value>> {

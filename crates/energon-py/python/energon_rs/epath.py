@@ -16,13 +16,14 @@ refused with `UnsupportedPathError`.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import glob as glob_module
 import io
 import os
 import posixpath
 import shutil
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Iterator, Optional, Union
+from typing import IO, Any, Callable, Iterator, Optional, Union
 
 from . import _native
 
@@ -62,6 +63,19 @@ class _Upload(io.BytesIO):
         if not self.closed:
             _native.storage_write(self._url, self.getvalue())
         super().close()
+
+
+def _on_target(method: Callable[..., Any]) -> Callable[..., Any]:
+    """`method`, run on a `dss://` path's target (where its bytes are) for such a path."""
+
+    @functools.wraps(method)
+    def run(self: "EPath", *args: Any, **kwargs: Any) -> Any:
+        resolved = self._resolved()
+        if resolved is None:
+            return method(self, *args, **kwargs)
+        return getattr(resolved, method.__name__)(*args, **kwargs)
+
+    return run
 
 
 class EPath:
@@ -147,19 +161,17 @@ class EPath:
         """The path as a string: the URL of a remote path."""
         return self._path
 
+    @_on_target
     def local_path(self) -> Path:
         """The path as a `pathlib.Path` (`UnsupportedPathError` for an object-store URL; a
         `dss://` path's folder in the dataset cache)."""
-        resolved = self._resolved()
-        if resolved is not None:
-            return resolved.local_path()
         self._local_only("a local path")
         return Path(self._path)
 
+    @_on_target
     def is_local(self) -> bool:
         """Whether the path is on a local (or mounted) file system."""
-        resolved = self._resolved()
-        return self._remote is None if resolved is None else resolved.is_local()
+        return self._remote is None
 
     @property
     def display_name(self) -> str:
@@ -219,36 +231,28 @@ class EPath:
         return str(PurePosixPath(self._key).relative_to(base._key))
 
     # Queries.
+    @_on_target
     def is_file(self) -> bool:
-        resolved = self._resolved()
-        if resolved is not None:
-            return resolved.is_file()
         if self._remote is None:
             return os.path.isfile(self._path)
         return _native.storage_is_file(self._path)
 
+    @_on_target
     def is_dir(self) -> bool:
         """Whether this is a folder (remotely: a prefix with objects under it)."""
-        resolved = self._resolved()
-        if resolved is not None:
-            return resolved.is_dir()
         if self._remote is None:
             return os.path.isdir(self._path)
         return _native.storage_is_dir(self._path)
 
+    @_on_target
     def exists(self) -> bool:
-        resolved = self._resolved()
-        if resolved is not None:
-            return resolved.exists()
         if self._remote is None:
             return os.path.exists(self._path)
         return self.is_file() or self.is_dir()
 
+    @_on_target
     def size(self) -> int:
         """The file's size in bytes."""
-        resolved = self._resolved()
-        if resolved is not None:
-            return resolved.size()
         if self._remote is None:
             return os.path.getsize(self._path)
         return _native.storage_size(self._path)
@@ -294,13 +298,11 @@ class EPath:
             yield self / name
 
     # Reading and writing.
+    @_on_target
     def open(self, mode: str = "r", block_size: Any = None, **kwargs: Any) -> IO[Any]:
         """Opens the file; writing modes create its folders first. A remote object is read
         whole when opened for reading, and written as one object when a file opened with `w`
         is closed."""
-        resolved = self._resolved()
-        if resolved is not None:
-            return resolved.open(mode, block_size, **kwargs)
         if self._remote is not None:
             return self._open_remote(mode, **kwargs)
         if any(c in mode for c in "wax+"):
@@ -338,11 +340,9 @@ class EPath:
         with self.open("wb") as f:
             return f.write(data)
 
+    @_on_target
     def mkdir(self, exist_ok: bool = True, parents: bool = True) -> None:
         """Makes the folder (nothing to do in an object store, which has no folders)."""
-        resolved = self._resolved()
-        if resolved is not None:
-            return resolved.mkdir(exist_ok=exist_ok, parents=parents)
         if self._remote is None:
             Path(self._path).mkdir(exist_ok=exist_ok, parents=parents)
 

@@ -468,16 +468,12 @@ class _Lazy:
     pulls them (the reference iterates generators lazily: each sample sees the
     `current_batch_index` of the moment it is made)."""
 
-    __slots__ = ("_it", "_pull")
+    __slots__ = ("pull",)
 
-    def __init__(self, it: Any, pull: Callable[[Any, tuple], Any]) -> None:
-        self._it = it
-        self._pull = pull
-
-    def pull(self, ctx: tuple) -> Any:
-        """`(sample,)`, `None` when the generator is done, or the skip marker when it failed
-        (the rest of its samples are dropped)."""
-        return self._pull(self._it, ctx)
+    def __init__(self, pull: Callable[[tuple], Any]) -> None:
+        #: `pull(ctx)`: `(sample,)`, `None` when the generator is done, or the skip marker when
+        #: it failed (the rest of its samples are dropped).
+        self.pull = pull
 
 
 def _set_context(ctx: Optional[tuple]) -> None:
@@ -526,18 +522,16 @@ def _guard(
         _set_context(ctx)
         try:
             res = fn(value, *args)
-        except BaseException as exc:
-            if not isinstance(exc, Exception):
-                raise
+        except Exception as exc:
             return failed(exc, value)
         if not inspect.isgenerator(res):
             succeeded()
             return res
 
-        def pull(it: Any, ctx: tuple) -> Any:
+        def pull(ctx: tuple) -> Any:
             _set_context(ctx)
             try:
-                sample = next(it)
+                sample = next(res)
             except StopIteration:
                 return None
             except Exception as exc:
@@ -545,7 +539,7 @@ def _guard(
             succeeded()
             return (sample,)
 
-        return _Lazy(res, pull)
+        return _Lazy(pull)
 
     functools.update_wrapper(guarded, fn)
     return guarded

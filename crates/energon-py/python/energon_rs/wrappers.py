@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
-import json
 import os
 from typing import Any, Callable, Optional, Union
 
@@ -438,12 +437,10 @@ def traverse_metadataset(
         raise TypeError(f"unexpected keyword arguments: {sorted(kwargs)}")
     return [
         TraversedDatasetReference(
-            path=EPath(leaf_path),
-            split_part=leaf_split,
-            aux={name: EPath(aux_path) for name, aux_path in aux},
-            subflavors=json.loads(subflavors),
+            path=EPath(leaf["path"]),
+            split_part=leaf["split_part"],
+            aux={name: EPath(aux_path) for name, aux_path in leaf["aux"].items()},
+            subflavors=leaf["subflavors"],
         )
-        for leaf_path, leaf_split, aux, subflavors in _native.traverse_metadataset(
-            os.fspath(path), split_part
-        )
+        for leaf in _native.traverse_metadataset(os.fspath(path), split_part)
     ]
