@@ -19,8 +19,9 @@ use crate::{
 ///
 /// With a prefetch hint ([`LeafSource::with_prefetch`]), the samples where reads go next are
 /// announced before they are read: every open slice's next sample when an epoch starts, and the
-/// first samples of the next four slices to open, each once (a dataset in an object
-/// store fetches them in the background, so a new slice does not wait for storage).
+/// first samples of the next slices to open (as many as are open at once, at least four), each
+/// once (a dataset in an object store fetches them in the background, so a new slice does not
+/// wait for storage).
 pub struct LeafSource<R> {
     leaf: LeafIter,
     read: R,
@@ -50,7 +51,10 @@ impl<R> LeafSource<R> {
         if epoch_start {
             self.announced.clear();
         }
-        let next = self.leaf.upcoming(false, SLICES_AHEAD);
+        // Open slices end at about the same time (they are read at the same rate), so as many
+        // slices as are open at once may open together.
+        let ahead = SLICES_AHEAD.max(self.leaf.config().n_slots());
+        let next = self.leaf.upcoming(false, ahead);
         if epoch_start {
             for i in self.leaf.upcoming(true, 0) {
                 submit(prefetch, i);
@@ -119,7 +123,8 @@ where
     }
 }
 
-/// How many of the slices to open next are announced to the prefetch hint.
+/// How many of the slices to open next are announced to the prefetch hint, at least (as many as
+/// are open at once when that is more).
 const SLICES_AHEAD: usize = 4;
 
 /// A prefetch hint of a leaf.
@@ -157,5 +162,43 @@ fn submit(hint: &Hint, index: u64) {
     // Without threads a hint is dropped: it only saves time.
     if let Some(tx) = queue {
         let _ = tx.send((hint.clone(), index));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use energon_dist::{WorkerConfig, shard_workers};
+    use energon_reader::leaf::LeafConfig;
+
+    use super::*;
+
+    /// The first read announces the next sample of every open slice, and the starts of as many
+    /// slices to open next as are open at once (they may all open together).
+    #[test]
+    fn hints_cover_as_many_next_slices_as_are_open() {
+        let cfg = WorkerConfig::new(0, 1, 0).unwrap();
+        let slices = shard_workers(&[10; 40], None, &cfg, 0, None).unwrap().remove(0);
+        let leaf = LeafIter::new(slices, LeafConfig::TRAIN, cfg.worker_rng(0).unwrap()).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let mut source = LeafSource::new(leaf, |i| Ok(Some(i)))
+            .with_prefetch(move |i| sink.lock().unwrap().push(i));
+        source.next().unwrap().unwrap();
+        let mut want = source.leaf.upcoming(true, 16);
+        want.sort_unstable();
+        assert_eq!(want.len(), 32, "16 open slices and 16 of the 24 to open");
+        let start = Instant::now();
+        loop {
+            let mut got = seen.lock().unwrap().clone();
+            got.sort_unstable();
+            got.dedup();
+            if want.iter().all(|i| got.binary_search(i).is_ok()) {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "announced {got:?}, want {want:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }

@@ -20,8 +20,9 @@
 //! # Requests, retries and timeouts
 //!
 //! Requests run on a small runtime owned by this module; the calling thread blocks. Every thread
-//! has its own bound on the requests it has in flight ([`StorageOptions::in_flight`]), shared by
-//! its reads and its prefetches. Throttling (HTTP 429, 503) and transient errors (5xx, broken
+//! has its own bound on the read-ahead it has in flight ([`StorageOptions::in_flight`]); a request
+//! the thread waits for (a read, or read-ahead it now needs) goes at once, never behind
+//! read-ahead, so a thread has at most one request more. Throttling (HTTP 429, 503) and transient errors (5xx, broken
 //! connections, request timeouts) are retried with exponential backoff; a request that still
 //! fails, or that has no answer after [`StorageOptions::deadline`], is an error naming the object
 //! and the byte range ([`RemoteError`]).
@@ -112,8 +113,8 @@ pub struct StorageOptions {
     /// Time after which a request, retries included, fails (`ENERGON_STORAGE_DEADLINE_S`,
     /// default 120). A loader whose storage stops answering errors after at most this long.
     pub deadline: Duration,
-    /// Requests in flight per thread, reads and prefetches together
-    /// (`ENERGON_STORAGE_IN_FLIGHT`, default 8); also how many windows ahead a sequential
+    /// Read-ahead requests in flight per thread (`ENERGON_STORAGE_IN_FLIGHT`, default 8; the
+    /// request the thread waits for comes on top); also how many windows ahead a sequential
     /// reader prefetches.
     pub in_flight: usize,
     /// Bytes of neighbouring samples read in one request (`ENERGON_STORAGE_WINDOW_BYTES`,

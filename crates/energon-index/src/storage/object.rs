@@ -19,7 +19,7 @@ use std::{
 
 use bytes::Bytes;
 use object_store::{GetOptions, ObjectStore, path::Path as ObjectPath};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use super::{
     Location, RemoteError, RemoteTarget,
@@ -60,6 +60,8 @@ struct Slot {
     end: u64,
     last_use: u64,
     rx: watch::Receiver<Fetched>,
+    /// Wakes the window's request when it still waits for a permit: a reader needs it now.
+    urgent: Arc<Notify>,
 }
 
 impl RemoteObject {
@@ -139,12 +141,11 @@ impl RemoteObject {
     }
 
     /// Starts fetching `window` in the background unless it is cached or under way. The request
-    /// takes one of the calling thread's permits.
+    /// takes one of the calling thread's permits, unless a reader needs the window first (then it
+    /// goes at once: a read never waits behind read-ahead).
     ///
-    /// A read-ahead queues behind at most as many requests as the thread may have in flight:
-    /// when that many of its requests are started and not finished, it is left out (a reader
-    /// moving on asks again), so that a read that misses never waits behind a long queue of
-    /// read-ahead.
+    /// When as many of the thread's requests are started and not finished as it may have in
+    /// flight, a read-ahead is left out (a reader moving on asks again).
     pub fn prefetch(&self, window: Range<u64>) -> io::Result<()> {
         let busy = remote::started().load(Ordering::Relaxed) >= self.in_flight;
         if busy && !self.has_window(window.start) {
@@ -158,14 +159,23 @@ impl RemoteObject {
     pub fn read_in(&self, window: Range<u64>, want: Range<u64>) -> io::Result<Bytes> {
         debug_assert!(window.start <= want.start && want.end <= window.end);
         let client = client()?;
-        let mut rx = self.slot(window.clone())?;
-        let wait = client.options.deadline * 2;
-        let res = client.runtime.block_on(async {
-            tokio::time::timeout(wait, async {
-                rx.wait_for(Option::is_some).await.map(|v| v.clone())
-            })
-            .await
-        });
+        let (mut rx, urgent) = self.slot(window.clone())?;
+        // A window already fetched needs no trip through the runtime.
+        let ready = rx.borrow().clone();
+        let res = match ready {
+            Some(fetched) => Ok(Ok(Some(fetched))),
+            None => {
+                // This thread waits for it now: its request no longer waits for a permit.
+                urgent.notify_one();
+                let wait = client.options.deadline * 2;
+                client.runtime.block_on(async {
+                    tokio::time::timeout(wait, async {
+                        rx.wait_for(Option::is_some).await.map(|v| v.clone())
+                    })
+                    .await
+                })
+            }
+        };
         let fetched = match res {
             Ok(Ok(Some(fetched))) => fetched,
             Ok(_) => Err(self.error(&window, "the request was dropped".to_owned())),
@@ -188,8 +198,9 @@ impl RemoteObject {
         }
     }
 
-    /// The window's slot, started if new.
-    fn slot(&self, window: Range<u64>) -> io::Result<watch::Receiver<Fetched>> {
+    /// The window's slot (its result, and the signal that makes its request urgent), started if
+    /// new.
+    fn slot(&self, window: Range<u64>) -> io::Result<(watch::Receiver<Fetched>, Arc<Notify>)> {
         let client = client()?;
         let mut windows = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
         windows.tick += 1;
@@ -198,7 +209,7 @@ impl RemoteObject {
             && slot.end == window.end
         {
             slot.last_use = tick;
-            return Ok(slot.rx.clone());
+            return Ok((slot.rx.clone(), slot.urgent.clone()));
         }
         if windows.slots.len() >= self.max_windows
             && let Some(oldest) =
@@ -207,9 +218,9 @@ impl RemoteObject {
             windows.slots.remove(&oldest);
         }
         let (tx, rx) = watch::channel(None);
-        windows
-            .slots
-            .insert(window.start, Slot { end: window.end, last_use: tick, rx: rx.clone() });
+        let urgent = Arc::new(Notify::new());
+        let slot = Slot { end: window.end, last_use: tick, rx: rx.clone(), urgent: urgent.clone() };
+        windows.slots.insert(window.start, slot);
         drop(windows);
         let permits = remote::permits();
         let started = remote::started();
@@ -217,8 +228,14 @@ impl RemoteObject {
         let (store, path, url) = (self.store.clone(), self.path.clone(), self.target.url.clone());
         let deadline = client.options.deadline;
         let this = RangeCheck { url: url.clone(), window: window.clone(), size: self.size };
+        let signal = urgent.clone();
         client.runtime.spawn(async move {
-            let _permit = permits.acquire_owned().await;
+            // A permit, or none once a reader waits for this window.
+            let _permit = tokio::select! {
+                biased;
+                () = signal.notified() => None,
+                permit = permits.acquire_owned() => permit.ok(),
+            };
             let res =
                 tokio::time::timeout(deadline, get_range(&*store, &path, window.clone())).await;
             let fetched = finish(&url, "GET", Some(window), deadline, res)
@@ -227,7 +244,7 @@ impl RemoteObject {
             started.fetch_sub(1, Ordering::Relaxed);
             let _ = tx.send(Some(fetched));
         });
-        Ok(rx)
+        Ok((rx, urgent))
     }
 
     fn error(&self, range: &Range<u64>, message: String) -> RemoteError {

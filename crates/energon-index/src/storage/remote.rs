@@ -34,7 +34,8 @@ static OPTIONS: OnceLock<StorageOptions> = OnceLock::new();
 static CLIENT: OnceLock<Client> = OnceLock::new();
 
 thread_local! {
-    /// This thread's bound on requests in flight (its reads and its prefetches).
+    /// This thread's bound on read-ahead in flight (a request the thread waits for takes no
+    /// permit, so a thread has at most one more).
     static PERMITS: Arc<Semaphore> = Arc::new(Semaphore::new(options().in_flight));
     /// This thread's window requests started and not finished (in flight or waiting for a
     /// permit).
@@ -93,7 +94,9 @@ impl Client {
         Ok(store)
     }
 
-    /// Runs `fut` on the runtime with a permit of the calling thread, failing after the deadline.
+    /// Runs `fut` on the runtime, failing after the deadline. The calling thread waits for it, so
+    /// it is a request of its own beside the thread's read-ahead and takes none of its permits: a
+    /// read the thread needs now never queues behind requests for later.
     pub(super) fn run<T>(
         &self,
         target: &RemoteTarget,
@@ -101,12 +104,9 @@ impl Client {
         range: Option<Range<u64>>,
         fut: impl Future<Output = object_store::Result<T>>,
     ) -> io::Result<T> {
-        let permits = permits();
         let deadline = self.options.deadline;
-        let res = self.runtime.block_on(async {
-            let _permit = permits.acquire().await;
-            tokio::time::timeout(deadline, fut).await
-        });
+        // The timer is made inside the runtime (it needs its clock).
+        let res = self.runtime.block_on(async { tokio::time::timeout(deadline, fut).await });
         finish(&target.url, op, range, deadline, res).map_err(io::Error::from)
     }
 }
