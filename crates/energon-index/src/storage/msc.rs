@@ -4,6 +4,8 @@
 use std::{
     io,
     path::{Path, PathBuf},
+    sync::{Mutex, PoisonError},
+    time::SystemTime,
 };
 
 use serde_json::{Value, json};
@@ -44,10 +46,54 @@ fn bad(url: &str, reason: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("{url}: {reason}"))
 }
 
-/// Loads the first configuration file that exists (`MSC_CONFIG` must exist when set), with the
+/// What a loaded configuration was read from: each file it may come from (the candidates, then
+/// rclone's file) with its modification time and size, `None` where it does not exist.
+type Stamps = Vec<(PathBuf, Option<(SystemTime, u64)>)>;
+
+fn stamps() -> Stamps {
+    let mut files = config_candidates();
+    files.extend(super::rclone::find());
+    files
+        .into_iter()
+        .map(|path| {
+            let meta = std::fs::metadata(&path).ok().filter(std::fs::Metadata::is_file);
+            let stamp = meta.and_then(|m| Some((m.modified().ok()?, m.len())));
+            (path, stamp)
+        })
+        .collect()
+}
+
+/// The configuration last loaded, kept while the files it may come from stay as they were: every
+/// object opened under an `msc://` path resolves its profile, and checking the files costs less
+/// than reading and parsing them again.
+static LOADED: Mutex<Option<(Stamps, (PathBuf, Value))>> = Mutex::new(None);
+
+/// `load()`, or what it gave before when `stamps` are those it was loaded with (errors are not
+/// kept).
+fn cached(
+    stamps: Stamps,
+    load: impl FnOnce() -> io::Result<(PathBuf, Value)>,
+) -> io::Result<(PathBuf, Value)> {
+    let mut loaded = LOADED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((kept, config)) = loaded.as_ref()
+        && *kept == stamps
+    {
+        return Ok(config.clone());
+    }
+    let config = load()?;
+    *loaded = Some((stamps, config.clone()));
+    Ok(config)
+}
+
+/// The configuration (see [`read_config`]), read again only when its files changed.
+fn load_config(url: &str) -> io::Result<(PathBuf, Value)> {
+    cached(stamps(), || read_config(url))
+}
+
+/// Reads the first configuration file that exists (`MSC_CONFIG` must exist when set), with the
 /// remotes of rclone's configuration file added as profiles (the configuration's own profiles
 /// win). The path returned names the file errors refer to.
-fn load_config(url: &str) -> io::Result<(PathBuf, Value)> {
+fn read_config(url: &str) -> io::Result<(PathBuf, Value)> {
     let mut found = msc_config(url)?;
     if let Some(rclone) = super::rclone::find() {
         let (_, config) = found.get_or_insert_with(|| (rclone.clone(), json!({"profiles": {}})));
@@ -254,6 +300,23 @@ mod tests {
         assert_eq!(expand_env("${NO_SUCH_VARIABLE_X}"), "");
         assert_eq!(expand_env("x${unclosed"), "x${unclosed");
         assert_eq!(account_of("https://acct.blob.core.windows.net/").as_deref(), Some("acct"));
+    }
+
+    #[test]
+    fn the_configuration_is_read_again_only_when_its_files_change() {
+        let at = |secs| Some((SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs), 10));
+        let stamps = |secs| vec![(PathBuf::from("/cfg.yaml"), at(secs))];
+        let config = |n: u64| Ok((PathBuf::from("/cfg.yaml"), json!({"n": n})));
+        let fail = || Err(io::Error::other("read again"));
+        assert_eq!(cached(stamps(1), || config(1)).unwrap().1["n"], 1);
+        assert_eq!(cached(stamps(1), fail).unwrap().1["n"], 1);
+        // Changed (or removed) files are read again; a failed read is not kept.
+        assert!(cached(stamps(2), fail).is_err());
+        assert_eq!(cached(stamps(2), || config(2)).unwrap().1["n"], 2);
+        assert_eq!(
+            cached(vec![(PathBuf::from("/cfg.yaml"), None)], || config(3)).unwrap().1["n"],
+            3
+        );
     }
 
     #[test]
