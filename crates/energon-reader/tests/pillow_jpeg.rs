@@ -3,7 +3,7 @@
 //! `tests/data/pillow_jpeg_digests.txt` holds the sha256 of Pillow's RGB, L and RGBA bytes (or
 //! `error`) of every JPEG in the fixture shards and of the files in `tests/data/jpeg/`
 //! (grayscale, 4:4:4, 4:2:2, odd sizes, progressive, restart markers, CMYK, corrupt and truncated
-//! data, a bad Huffman table); `tests/data/make_pillow_digests.py` writes both.
+//! data, a bad Huffman table); `tests/fixtures/tools/make_pillow_digests.py` writes both.
 #![allow(clippy::unwrap_used)]
 
 use std::{
