@@ -400,23 +400,7 @@ fn remote_mount_serves_every_member_byte_for_byte() {
     let mnt = dir.join("mnt");
     let cmd = remote(&server.endpoint(), cache.path());
     let mount = crate::mount::Mounted::start_with(cmd, Path::new("s3://data/ref"), &mnt, &[]);
-    let mut listed: Vec<String> = std::fs::read_dir(&mnt)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    listed.sort();
-    assert_eq!(listed, members.keys().cloned().collect::<Vec<_>>());
-    let names: Vec<&String> = members.keys().collect();
-    std::thread::scope(|scope| {
-        for chunk in names.chunks(150) {
-            let (mnt, members) = (&mnt, &members);
-            scope.spawn(move || {
-                for name in chunk {
-                    assert_eq!(&std::fs::read(mnt.join(name)).unwrap(), &members[*name], "{name}");
-                }
-            });
-        }
-    });
+    crate::mount::assert_serves(&mnt, &members);
     mount.stop();
 }
 
