@@ -167,7 +167,6 @@ fn build_store(
     target: &RemoteTarget,
     options: &StorageOptions,
 ) -> object_store::Result<Arc<dyn ObjectStore>> {
-    let config = |key: &str| target.config.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
     Ok(match target.scheme {
         Scheme::S3 => {
             let mut builder = AmazonS3Builder::from_env().with_bucket_name(&target.bucket);
@@ -195,10 +194,13 @@ fn build_store(
             for (key, value) in &target.config {
                 builder = builder.with_config(key.parse::<GoogleConfigKey>()?, value);
             }
+            // An emulator (`GOOGLE_BASE_URL`) may speak plain HTTP.
+            let base = builder.get_config_value(&GoogleConfigKey::BaseUrl);
+            let allow_http = base.is_some_and(|b| b.starts_with("http://"));
             Arc::new(
                 builder
                     .with_retry(retry_config(options))
-                    .with_client_options(client_options(options, false))
+                    .with_client_options(client_options(options, allow_http))
                     .build()?,
             )
         }
@@ -207,8 +209,9 @@ fn build_store(
             for (key, value) in &target.config {
                 builder = builder.with_config(key.parse::<AzureConfigKey>()?, value);
             }
-            let allow_http =
-                config("azure_storage_endpoint").is_some_and(|e| e.starts_with("http://"));
+            // Azurite (`AZURE_STORAGE_ENDPOINT`, or a profile's endpoint) may speak plain HTTP.
+            let endpoint = builder.get_config_value(&AzureConfigKey::Endpoint);
+            let allow_http = endpoint.is_some_and(|e| e.starts_with("http://"));
             Arc::new(
                 builder
                     .with_retry(retry_config(options))
@@ -404,5 +407,69 @@ fn trim_cache(dir: &Path, limit: u64, keep: &Path) {
         if path != keep && std::fs::remove_file(&path).is_ok() {
             total -= len;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        io::{Read as _, Write as _},
+        net::TcpListener,
+    };
+
+    use super::*;
+
+    /// Reads `bucket/a.txt` of `scheme` from a one-request HTTP server on 127.0.0.1, configured
+    /// by `config(base_url)`; returns the bytes and the request line.
+    fn read_over_http(
+        scheme: Scheme,
+        config: impl Fn(&str) -> Vec<(&str, &str)>,
+    ) -> (Bytes, String) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let n = conn.read(&mut buf).unwrap();
+            conn.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: application/octet-stream\r\n\
+                  ETag: \"e1\"\r\nLast-Modified: Sun, 06 Dec 2026 20:00:00 GMT\r\n\
+                  x-goog-generation: 1\r\nConnection: close\r\n\r\nhello",
+            )
+            .unwrap();
+            let request = String::from_utf8_lossy(&buf[..n]).into_owned();
+            request.lines().next().unwrap_or_default().to_owned()
+        });
+        let target = RemoteTarget {
+            url: "x://data/a.txt".to_owned(),
+            scheme,
+            store_id: format!("{scheme:?} {base}"),
+            bucket: "data".to_owned(),
+            key: "a.txt".to_owned(),
+            config: config(&base).into_iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect(),
+        };
+        let bytes = read(&target).unwrap();
+        (bytes, server.join().unwrap())
+    }
+
+    /// A Google Cloud Storage emulator named by its base URL (`GOOGLE_BASE_URL`) or Azurite (an
+    /// `http://` storage endpoint) may speak plain HTTP, as S3-compatible servers may.
+    #[test]
+    fn emulators_may_speak_http() {
+        let (bytes, request) = read_over_http(Scheme::Gcs, |base| {
+            vec![("google_base_url", base), ("google_skip_signature", "true")]
+        });
+        assert_eq!(bytes, Bytes::from_static(b"hello"));
+        // The bucket, then the key (which the client percent-encodes).
+        assert!(request.starts_with("GET /data/a"), "{request}");
+        let (bytes, request) = read_over_http(Scheme::Azure, |base| {
+            vec![
+                ("azure_storage_endpoint", base),
+                ("azure_storage_account_name", "devstoreaccount1"),
+                ("azure_skip_signature", "true"),
+            ]
+        });
+        assert_eq!(bytes, Bytes::from_static(b"hello"));
+        assert!(request.starts_with("GET /data/a"), "{request}");
     }
 }
