@@ -176,9 +176,10 @@ fn newer_versions_are_incompatible_not_corrupt() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
-    /// Whatever is cut off (beyond a JSON file's final newline) or flipped, reading a binary file fails with an error, never a panic
-    /// and never a different checkpoint. (The JSON form is for humans and may be edited: a
-    /// flipped digit is a different, valid checkpoint; it only must not panic.)
+    /// Whatever is cut off (beyond a JSON file's final newline) or flipped, reading a binary
+    /// file fails with an error, never a panic and never a different checkpoint. (The JSON form
+    /// is for humans and may be edited: a flipped digit is a different, valid checkpoint; it
+    /// only must not panic.)
     #[test]
     fn damage_is_always_detected(cut in any::<prop::sample::Index>(), flip in any::<prop::sample::Index>(), bit in 0u8..8, json in any::<bool>()) {
         let ckpt = checkpoint();

@@ -162,24 +162,23 @@ impl RemoteObject {
         let (mut rx, urgent) = self.slot(window.clone())?;
         // A window already fetched needs no trip through the runtime.
         let ready = rx.borrow().clone();
-        let res = match ready {
-            Some(fetched) => Ok(Ok(Some(fetched))),
+        let fetched = match ready {
+            Some(fetched) => fetched,
             None => {
                 // This thread waits for it now: its request no longer waits for a permit.
                 urgent.notify_one();
                 let wait = client.options.deadline * 2;
-                client.runtime.block_on(async {
-                    tokio::time::timeout(wait, async {
-                        rx.wait_for(Option::is_some).await.map(|v| v.clone())
-                    })
-                    .await
-                })
+                let res = client.runtime.block_on(async {
+                    tokio::time::timeout(wait, rx.wait_for(Option::is_some))
+                        .await
+                        .map(|r| r.map(|v| v.clone()))
+                });
+                match res {
+                    Ok(Ok(Some(fetched))) => fetched,
+                    Ok(_) => Err(self.error(&window, "the request was dropped".to_owned())),
+                    Err(_) => Err(self.error(&window, "no answer in time".to_owned())),
+                }
             }
-        };
-        let fetched = match res {
-            Ok(Ok(Some(fetched))) => fetched,
-            Ok(_) => Err(self.error(&window, "the request was dropped".to_owned())),
-            Err(_) => Err(self.error(&window, "no answer in time".to_owned())),
         };
         match fetched {
             Ok(bytes) => {

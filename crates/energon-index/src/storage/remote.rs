@@ -155,7 +155,10 @@ fn retry_config(options: &StorageOptions) -> RetryConfig {
     }
 }
 
-fn client_options(options: &StorageOptions, allow_http: bool) -> ClientOptions {
+/// The client settings, plain HTTP allowed when the store's `endpoint` (an S3-compatible server,
+/// an emulator) is an `http://` URL.
+fn client_options(options: &StorageOptions, endpoint: Option<String>) -> ClientOptions {
+    let allow_http = endpoint.is_some_and(|e| e.starts_with("http://"));
     ClientOptions::new()
         .with_timeout(options.request_timeout)
         .with_connect_timeout(options.connect_timeout)
@@ -180,11 +183,10 @@ fn build_store(
                 builder = builder.with_config(key.parse()?, value);
             }
             let endpoint = builder.get_config_value(&AmazonS3ConfigKey::Endpoint);
-            let allow_http = endpoint.is_some_and(|e| e.starts_with("http://"));
             Arc::new(
                 builder
                     .with_retry(retry_config(options))
-                    .with_client_options(client_options(options, allow_http))
+                    .with_client_options(client_options(options, endpoint))
                     .build()?,
             )
         }
@@ -194,13 +196,12 @@ fn build_store(
             for (key, value) in &target.config {
                 builder = builder.with_config(key.parse::<GoogleConfigKey>()?, value);
             }
-            // An emulator (`GOOGLE_BASE_URL`) may speak plain HTTP.
-            let base = builder.get_config_value(&GoogleConfigKey::BaseUrl);
-            let allow_http = base.is_some_and(|b| b.starts_with("http://"));
+            // An emulator's (`GOOGLE_BASE_URL`).
+            let endpoint = builder.get_config_value(&GoogleConfigKey::BaseUrl);
             Arc::new(
                 builder
                     .with_retry(retry_config(options))
-                    .with_client_options(client_options(options, allow_http))
+                    .with_client_options(client_options(options, endpoint))
                     .build()?,
             )
         }
@@ -209,13 +210,12 @@ fn build_store(
             for (key, value) in &target.config {
                 builder = builder.with_config(key.parse::<AzureConfigKey>()?, value);
             }
-            // Azurite (`AZURE_STORAGE_ENDPOINT`, or a profile's endpoint) may speak plain HTTP.
+            // Azurite's (`AZURE_STORAGE_ENDPOINT`, or a profile's).
             let endpoint = builder.get_config_value(&AzureConfigKey::Endpoint);
-            let allow_http = endpoint.is_some_and(|e| e.starts_with("http://"));
             Arc::new(
                 builder
                     .with_retry(retry_config(options))
-                    .with_client_options(client_options(options, allow_http))
+                    .with_client_options(client_options(options, endpoint))
                     .build()?,
             )
         }
