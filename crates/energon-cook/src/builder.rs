@@ -7,6 +7,7 @@
 
 mod common;
 mod leaf;
+mod linked;
 
 use std::{path::Path, sync::Arc};
 
@@ -18,7 +19,7 @@ use energon_reader::{
 use serde_json::{Map, Value};
 
 pub(crate) use self::common::{Common, fingerprint};
-pub use self::leaf::LeafLoad;
+pub use self::{leaf::LeafLoad, linked::WorkerPipeline};
 use crate::{
     apply::{Apply, ApplyFn},
     checkpoint::PipelineConfig,

@@ -84,8 +84,8 @@ pub use crate::{
     batch::{Batch, Batcher},
     blend::{Blend, Concat, MixBatch, MixFn, combine_pipelines, mix_batch_pipelines},
     builder::{
-        BoxStage, LeafLoad, LoaderBuilder, MapFn, SampleSource, key_worker, max_open_shards,
-        restore_in,
+        BoxStage, LeafLoad, LoaderBuilder, MapFn, SampleSource, WorkerPipeline, key_worker,
+        max_open_shards, restore_in,
     },
     checkpoint::{Checkpoint, LoaderState},
     context::{SampleContext, WorkerInfo},
@@ -93,7 +93,10 @@ pub use crate::{
     encoder::{AuxStore, CookContext, CookFn, Cooker, DefaultTaskEncoder, Hooks, TaskEncoder},
     error::{ConfigDifference, Error, Result},
     hook::{BoxError, Generator, HookError, HookResult, Outputs},
-    loader::{Loaded, Loader, LoaderConfig},
+    loader::{
+        InlineWorker, Loaded, Loader, LoaderConfig, WorkerLink, WorkerMessage, WorkerStart,
+        serve_worker,
+    },
     policy::{ErrorPolicy, FailureStats, HookCounts},
     repeat::Repeat,
     restore_key::{KeyPart, LoaderWrapper, RestoreKey, loader_worker_id, split_loader_key},

@@ -13,8 +13,13 @@ use std::{
     thread::{self, JoinHandle},
 };
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
 use energon_dist::WorkerConfig;
+
+mod worker;
+
+pub use worker::{InlineWorker, WorkerLink, WorkerMessage, WorkerStart, serve_worker};
+use worker::resume;
 
 use crate::{
     checkpoint::{LoaderState, PipelineConfig, WorkerState},
@@ -85,21 +90,13 @@ pub(crate) struct Meta {
     pub(crate) config: PipelineConfig,
 }
 
-/// Where a worker starts: a saved state and the items to replay after it.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Start {
-    pub(crate) state: Option<StageState>,
-    pub(crate) replay: u64,
-    pub(crate) exhausted: bool,
-}
-
 /// Options of [`Loader::start`].
 #[derive(Debug, Clone, Default)]
 pub(crate) struct StartOptions {
     /// Report the pipeline's state every this many pulls (0: never; saves then replay).
     pub(crate) checkpoint_every: u64,
     /// Where each worker starts (empty: fresh pipelines).
-    pub(crate) starts: Vec<Start>,
+    pub(crate) starts: Vec<WorkerStart>,
     /// The worker whose item comes first.
     pub(crate) next_worker: usize,
     pub(crate) meta: Meta,
@@ -110,7 +107,7 @@ pub(crate) struct StartOptions {
 #[derive(Debug, Clone, Default)]
 struct Progress {
     /// Where the worker started.
-    base: Start,
+    base: WorkerStart,
     /// Messages (items and ends of passes) taken from the worker since.
     consumed: u64,
     /// The newest state the worker reported, and after how many messages.
@@ -144,12 +141,12 @@ impl Progress {
 
 enum Mode<I> {
     InProcess { pipeline: Box<dyn Stage<Item = I>>, progress: Box<Progress> },
-    Threads { workers: Vec<WorkerThread<I>> },
+    Workers { workers: Vec<WorkerSlot<I>> },
 }
 
 /// The index of a worker's first item after `start`: the items its saved state had handed out,
 /// and those replayed after it.
-fn first_item(start: &Start, replayed_items: u64) -> u64 {
+fn first_item(start: &WorkerStart, replayed_items: u64) -> u64 {
     let saved = match &start.state {
         Some(StageState::Worker { index, .. }) => *index,
         _ => 0,
@@ -157,19 +154,13 @@ fn first_item(start: &Start, replayed_items: u64) -> u64 {
     saved + replayed_items
 }
 
-struct WorkerThread<I> {
-    receiver: Option<Receiver<Message<I>>>,
+/// A worker as the loader sees it: where its messages come from (a thread of its own, or a
+/// link to a pipeline that runs elsewhere) and its position.
+struct WorkerSlot<I> {
+    link: Option<Box<dyn WorkerLink<I>>>,
     thread: Option<JoinHandle<()>>,
     exhausted: bool,
     progress: Progress,
-}
-
-enum Message<I> {
-    /// The items replayed after restoring (the first message of a restored worker).
-    Resumed(u64),
-    Item(I, Option<StageState>),
-    End(Option<StageState>),
-    Failed(Error),
 }
 
 impl<I: Send + 'static> Loader<I> {
@@ -216,7 +207,11 @@ impl<I: Send + 'static> Loader<I> {
             starts: state
                 .workers
                 .iter()
-                .map(|w| Start { state: w.state.clone(), replay: w.replay, exhausted: w.exhausted })
+                .map(|w| WorkerStart {
+                    state: w.state.clone(),
+                    replay: w.replay,
+                    exhausted: w.exhausted,
+                })
                 .collect(),
             next_worker: state.next_worker,
             ..StartOptions::default()
@@ -245,18 +240,9 @@ impl<I: Send + 'static> Loader<I> {
                 reason: "must be at least 1",
             });
         }
-        let StartOptions { checkpoint_every, mut starts, next_worker, meta, stats } = options;
-        if starts.is_empty() {
-            starts = vec![Start::default(); n_pipelines];
-        }
-        if starts.len() != n_pipelines || next_worker >= n_pipelines {
-            return Err(Error::BadState {
-                reason: format!(
-                    "{} worker states (next worker {next_worker}) for {n_pipelines} workers",
-                    starts.len()
-                ),
-            });
-        }
+        let checkpoint_every = options.checkpoint_every;
+        let (mut starts, next_worker) = options.checked_starts(n_pipelines)?;
+        let StartOptions { meta, stats, .. } = options;
         let mut pipelines = pipelines;
         let mode = if config.num_workers == 0 {
             let mut pipeline = pipelines.pop().expect("exactly one pipeline");
@@ -274,16 +260,68 @@ impl<I: Send + 'static> Loader<I> {
                     .name(format!("energon-worker-{worker}"))
                     .spawn(move || run_worker(pipeline, &thread_start, checkpoint_every, &sender))
                     .map_err(|source| Error::Spawn { worker, source })?;
-                workers.push(WorkerThread {
-                    receiver: Some(receiver),
-                    thread: Some(thread),
-                    exhausted: start.exhausted,
-                    progress: Progress { base: start, ..Progress::default() },
-                });
+                let mut slot = WorkerSlot::new(Box::new(receiver), start);
+                slot.thread = Some(thread);
+                workers.push(slot);
             }
-            Mode::Threads { workers }
+            Mode::Workers { workers }
         };
         Ok(Loader { mode, next_worker, failed: false, meta, stats })
+    }
+
+    /// A loader whose workers' pipelines run elsewhere: `links[w]` receives local worker `w`'s
+    /// messages (from a pipeline that starts where `options` says for `w`, such as one that
+    /// [`serve_worker`] runs in another process, or an [`InlineWorker`]). The round robin, the
+    /// restore keys' indices and the saved states are those of a loader with worker threads.
+    pub(crate) fn linked(
+        links: Vec<Box<dyn WorkerLink<I>>>,
+        options: StartOptions,
+    ) -> Result<Self> {
+        if links.is_empty() {
+            return Err(Error::InvalidSetting {
+                setting: "workers",
+                value: "0".into(),
+                reason: "a linked loader needs at least one worker",
+            });
+        }
+        let (starts, next_worker) = options.checked_starts(links.len())?;
+        let StartOptions { meta, stats, .. } = options;
+        let workers =
+            links.into_iter().zip(starts).map(|(link, start)| WorkerSlot::new(link, start));
+        let mode = Mode::Workers { workers: workers.collect() };
+        Ok(Loader { mode, next_worker, failed: false, meta, stats })
+    }
+}
+
+impl StartOptions {
+    /// Every worker's start (fresh pipelines when none are given) and the first worker, checked
+    /// against the number of workers.
+    fn checked_starts(&self, n_workers: usize) -> Result<(Vec<WorkerStart>, usize)> {
+        let mut starts = self.starts.clone();
+        if starts.is_empty() {
+            starts = vec![WorkerStart::default(); n_workers];
+        }
+        if starts.len() != n_workers || self.next_worker >= n_workers {
+            return Err(Error::BadState {
+                reason: format!(
+                    "{} worker states (next worker {}) for {n_workers} workers",
+                    starts.len(),
+                    self.next_worker
+                ),
+            });
+        }
+        Ok((starts, self.next_worker))
+    }
+}
+
+impl<I> WorkerSlot<I> {
+    fn new(link: Box<dyn WorkerLink<I>>, start: WorkerStart) -> Self {
+        WorkerSlot {
+            link: Some(link),
+            thread: None,
+            exhausted: start.exhausted,
+            progress: Progress { base: start, ..Progress::default() },
+        }
     }
 }
 
@@ -292,7 +330,7 @@ impl<I> Loader<I> {
     pub fn n_workers(&self) -> usize {
         match &self.mode {
             Mode::InProcess { .. } => 1,
-            Mode::Threads { workers } => workers.len(),
+            Mode::Workers { workers } => workers.len(),
         }
     }
 
@@ -322,7 +360,7 @@ impl<I> Loader<I> {
                 };
                 vec![(state, replay, false)]
             }
-            Mode::Threads { workers } => workers
+            Mode::Workers { workers } => workers
                 .iter()
                 .map(|w| {
                     let (state, replay) = w.progress.checkpoint();
@@ -355,61 +393,17 @@ impl<I> Loader<I> {
     }
 }
 
-/// Restores a pipeline's state and replays the pulls after it; returns the items among them.
-fn resume<I>(pipeline: &mut dyn Stage<Item = I>, start: &Start) -> Result<u64> {
-    if let Some(state) = &start.state {
-        pipeline.restore(state)?;
-    }
-    let mut items = 0;
-    for _ in 0..start.replay {
-        if pipeline.next()?.is_some() {
-            items += 1;
-        }
-    }
-    Ok(items)
-}
-
 /// The body of a worker thread: restore, then pull and send (with the pipeline's state every
 /// `every` pulls), until an error occurs or the loader is gone. A pass that ends is reported
 /// and the next pass follows.
 fn run_worker<I>(
-    mut pipeline: Box<dyn Stage<Item = I>>,
-    start: &Start,
+    pipeline: Box<dyn Stage<Item = I>>,
+    start: &WorkerStart,
     every: u64,
-    sender: &Sender<Message<I>>,
+    sender: &Sender<WorkerMessage<I>>,
 ) {
-    match resume(pipeline.as_mut(), start) {
-        Ok(replayed) => {
-            if sender.send(Message::Resumed(replayed)).is_err() {
-                return;
-            }
-        }
-        Err(err) => {
-            let _ = sender.send(Message::Failed(err));
-            return;
-        }
-    }
-    let mut pulls = 0u64;
-    let mut savable = every > 0;
-    loop {
-        let res = pipeline.next();
-        pulls += 1;
-        let state = if savable && res.is_ok() && pulls.is_multiple_of(every) {
-            // A stage that cannot save stays so: stop asking, the consumer replays instead.
-            pipeline.state().map_err(|_| savable = false).ok()
-        } else {
-            None
-        };
-        let (message, failed) = match res {
-            Ok(Some(item)) => (Message::Item(item, state), false),
-            Ok(None) => (Message::End(state), false),
-            Err(err) => (Message::Failed(err), true),
-        };
-        // A send fails only when the loader was dropped: nobody wants more items.
-        if sender.send(message).is_err() || failed {
-            return;
-        }
-    }
+    // A send fails only when the loader was dropped: nobody wants more items.
+    serve_worker(pipeline, start, every, |message| sender.send(message).is_ok());
 }
 
 impl<I> Iterator for Loader<I> {
@@ -428,7 +422,7 @@ impl<I> Iterator for Loader<I> {
                 }
                 Err(err) => Err(err),
             },
-            Mode::Threads { workers } => {
+            Mode::Workers { workers } => {
                 let n_workers = workers.len();
                 loop {
                     if workers.iter().all(|w| w.exhausted) {
@@ -446,30 +440,28 @@ impl<I> Iterator for Loader<I> {
                     if slot.exhausted {
                         continue;
                     }
-                    let mut received = match &slot.receiver {
-                        Some(receiver) => receiver.recv().ok(),
-                        None => None,
-                    };
-                    if let Some(Message::Resumed(replayed)) = received {
+                    let mut received = slot.link.as_mut().and_then(|link| link.recv());
+                    if let Some(WorkerMessage::Resumed(replayed)) = received {
                         slot.progress.items = first_item(&slot.progress.base, replayed);
-                        received = slot.receiver.as_ref().and_then(|r| r.recv().ok());
+                        received = slot.link.as_mut().and_then(|link| link.recv());
                     }
                     match received {
-                        Some(Message::Item(value, state)) => {
+                        Some(WorkerMessage::Item(value, state)) => {
                             let index = slot.progress.take_item(state);
                             break Ok(Loaded { worker, index, value });
                         }
-                        Some(Message::End(state)) => {
+                        Some(WorkerMessage::End(state)) => {
                             slot.progress.take(state);
                             slot.exhausted = true;
                         }
-                        Some(Message::Failed(err)) => break Err(err),
-                        Some(Message::Resumed(_)) => {
+                        Some(WorkerMessage::Failed(err)) => break Err(err),
+                        Some(WorkerMessage::Resumed(_)) => {
                             break Err(Error::BadState {
                                 reason: format!("worker {worker} resumed twice"),
                             });
                         }
-                        // The thread is gone without a word: it panicked.
+                        // The worker is gone without a word: its thread panicked (a link of
+                        // another kind reports its own failures).
                         None => {
                             slot.exhausted = true;
                             let message = slot
@@ -502,10 +494,10 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 
 impl<I> Drop for Loader<I> {
     fn drop(&mut self) {
-        if let Mode::Threads { workers } = &mut self.mode {
-            // Closing the channels first makes every blocked `send` fail, so the threads end.
+        if let Mode::Workers { workers } = &mut self.mode {
+            // Closing the links first makes every blocked `send` fail, so the threads end.
             for worker in workers.iter_mut() {
-                worker.receiver = None;
+                worker.link = None;
             }
             for worker in workers.iter_mut() {
                 if let Some(thread) = worker.thread.take() {

@@ -14,7 +14,7 @@ use crate::{
     context::{StageEnv, WorkerInfo},
     encoder::TaskEncoder,
     error::{Error, Result},
-    loader::{Loader, LoaderConfig, Meta, Start, StartOptions},
+    loader::{Loader, LoaderConfig, Meta, StartOptions, WorkerLink, WorkerStart},
     pipeline::{self, Settings},
     policy::{ErrorPolicy, FailureStats},
     stage::{Keyed, Stage},
@@ -140,6 +140,56 @@ impl Common {
         stats: FailureStats,
         batches: bool,
     ) -> Result<Loader<Keyed<I>>> {
+        let options = self.start_options(worker_config, config, stats, batches)?;
+        let loader_config = LoaderConfig {
+            num_workers: worker_config.num_workers(),
+            prefetch_factor: self.prefetch_factor,
+        };
+        Loader::start(pipelines, loader_config, options)
+    }
+
+    /// Starts a loader whose workers run elsewhere (`links`, one per local worker), where the
+    /// saved state to restore (if any) says.
+    pub(crate) fn start_linked<I: Send + 'static>(
+        &self,
+        links: Vec<Box<dyn WorkerLink<Keyed<I>>>>,
+        worker_config: &WorkerConfig,
+        config: PipelineConfig,
+        stats: FailureStats,
+        batches: bool,
+    ) -> Result<Loader<Keyed<I>>> {
+        if links.len() != worker_config.n_local_workers() {
+            return Err(Error::InvalidSetting {
+                setting: "num_workers",
+                value: links.len().to_string(),
+                reason: "needs one worker link per worker (one without workers)",
+            });
+        }
+        let options = self.start_options(worker_config, config, stats, batches)?;
+        Loader::linked(links, options)
+    }
+
+    /// Local worker `worker`'s start: where the state to restore (if any) says.
+    pub(crate) fn worker_start(
+        &self,
+        worker_config: &WorkerConfig,
+        config: PipelineConfig,
+        batches: bool,
+        worker: usize,
+    ) -> Result<WorkerStart> {
+        let options = self.start_options(worker_config, config, FailureStats::default(), batches)?;
+        Ok(options.starts.get(worker).cloned().unwrap_or_default())
+    }
+
+    /// Where every worker starts and what the loader's checkpoints record, checked against
+    /// the state to restore.
+    fn start_options(
+        &self,
+        worker_config: &WorkerConfig,
+        config: PipelineConfig,
+        stats: FailureStats,
+        batches: bool,
+    ) -> Result<StartOptions> {
         let micro_batch_size = if batches { self.settings.batch_size } else { None };
         let mut options = StartOptions {
             checkpoint_every: self.checkpoint_every,
@@ -157,7 +207,7 @@ impl Common {
             options.starts = state
                 .workers
                 .iter()
-                .map(|w| Start {
+                .map(|w| WorkerStart {
                     state: w.state.clone(),
                     replay: w.replay.saturating_mul(factor),
                     exhausted: w.exhausted,
@@ -165,11 +215,7 @@ impl Common {
                 .collect();
             options.next_worker = state.next_worker;
         }
-        let loader_config = LoaderConfig {
-            num_workers: worker_config.num_workers(),
-            prefetch_factor: self.prefetch_factor,
-        };
-        Loader::start(pipelines, loader_config, options)
+        Ok(options)
     }
 }
 

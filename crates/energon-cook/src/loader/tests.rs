@@ -187,3 +187,107 @@ proptest! {
         prop_assert_eq!(got, round_robin(&lengths));
     }
 }
+
+/// A linked loader over `pipelines`, each served from a thread of its own through a channel of
+/// one slot (as a worker process serves its pipeline through a socket), starting at `starts`.
+fn served(
+    pipelines: Vec<Box<dyn Stage<Item = (usize, usize)>>>,
+    options: StartOptions,
+) -> Loader<(usize, usize)> {
+    let (starts, _) = options.checked_starts(pipelines.len()).unwrap();
+    let links = pipelines
+        .into_iter()
+        .zip(starts)
+        .map(|(pipeline, start)| {
+            let (sender, receiver) = crossbeam_channel::bounded(1);
+            thread::spawn(move || {
+                serve_worker(pipeline, &start, 1, |m| sender.send(m).is_ok());
+            });
+            Box::new(receiver) as Box<dyn WorkerLink<(usize, usize)>>
+        })
+        .collect();
+    Loader::linked(links, options).unwrap()
+}
+
+/// A linked loader whose pipelines are pulled in line.
+fn inline(
+    pipelines: Vec<Box<dyn Stage<Item = (usize, usize)>>>,
+    options: StartOptions,
+) -> Loader<(usize, usize)> {
+    let (starts, _) = options.checked_starts(pipelines.len()).unwrap();
+    let links = pipelines
+        .into_iter()
+        .zip(starts)
+        .map(|(p, start)| {
+            Box::new(InlineWorker::new(p, start, 1)) as Box<dyn WorkerLink<(usize, usize)>>
+        })
+        .collect();
+    Loader::linked(links, options).unwrap()
+}
+
+/// Where the workers of `state` start, as a builder restores them.
+fn options_of(state: &LoaderState) -> StartOptions {
+    StartOptions {
+        checkpoint_every: 1,
+        starts: state
+            .workers
+            .iter()
+            .map(|w| WorkerStart {
+                state: w.state.clone(),
+                replay: w.replay,
+                exhausted: w.exhausted,
+            })
+            .collect(),
+        next_worker: state.next_worker,
+        ..StartOptions::default()
+    }
+}
+
+#[test]
+fn linked_workers_give_the_order_and_indices_of_threads() {
+    let lengths = [4, 0, 2, 5];
+    let make = || lengths.iter().enumerate().map(|(w, &n)| pipeline(w, n, vec![])).collect();
+    let want: Vec<_> = Loader::new(make(), threads(4))
+        .unwrap()
+        .map(|i| i.map(|l| (l.worker, l.index, l.value)).unwrap())
+        .collect();
+    for loader in [
+        served(make(), StartOptions::default()),
+        inline(make(), StartOptions::default()),
+    ] {
+        let got: Vec<_> = loader.map(|i| i.map(|l| (l.worker, l.index, l.value)).unwrap()).collect();
+        assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn a_state_saved_by_linked_workers_restores_in_threads_and_back() {
+    let make = || (0..3).map(endless).collect::<Vec<_>>();
+    let mut linked = served(make(), StartOptions::default());
+    let _: Vec<_> = (&mut linked).take(8).collect();
+    let state = linked.save_state().unwrap();
+    let want: Vec<_> = linked.take(7).map(|i| i.unwrap().value).collect();
+    let threaded = Loader::restored(make(), threads(3), &state).unwrap();
+    let got: Vec<_> = threaded.take(7).map(|i| i.unwrap().value).collect();
+    assert_eq!(got, want);
+    for loader in [served(make(), options_of(&state)), inline(make(), options_of(&state))] {
+        let got: Vec<_> = loader.take(7).map(|i| i.unwrap().value).collect();
+        assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn a_link_that_ends_without_a_word_is_an_error_naming_the_worker() {
+    let (sender, receiver) = crossbeam_channel::bounded::<WorkerMessage<(usize, usize)>>(1);
+    sender.send(WorkerMessage::Resumed(0)).unwrap();
+    drop(sender);
+    let links: Vec<Box<dyn WorkerLink<(usize, usize)>>> = vec![
+        Box::new(InlineWorker::new(endless(0), WorkerStart::default(), 1)),
+        Box::new(receiver),
+    ];
+    let mut loader = Loader::linked(links, StartOptions::default()).unwrap();
+    assert_eq!(loader.next().unwrap().unwrap().value, (0, 0));
+    let err = loader.next().unwrap().unwrap_err();
+    assert!(matches!(err, Error::WorkerPanicked { worker: 1, .. }), "{err}");
+    assert!(loader.next().is_none());
+}
