@@ -47,6 +47,15 @@ pub enum Error {
         /// The panic message, when it was a string.
         message: String,
     },
+    /// A worker whose pipeline runs elsewhere (a worker process) ended or broke its link
+    /// before its pipeline did; the loader cannot continue.
+    #[error("loader worker {worker} was lost: {reason}")]
+    WorkerLost {
+        /// The local worker id.
+        worker: usize,
+        /// What happened to it (how the process ended, when known).
+        reason: String,
+    },
     /// A worker thread could not be started.
     #[error("cannot start loader worker {worker}: {source}")]
     Spawn {

@@ -191,6 +191,21 @@ impl<I: Send + 'static> Loader<I> {
         Loader::start(pipelines, config, options)
     }
 
+    /// A loader over links to the fresh pipelines of `worker_config`'s local workers, which run
+    /// elsewhere (see [`Loader::for_workers`]; each link's worker serves its pipeline with
+    /// [`serve_worker`] from a fresh [`WorkerStart`], or is an [`InlineWorker`]).
+    pub fn for_linked_workers(
+        links: Vec<Box<dyn WorkerLink<I>>>,
+        worker_config: WorkerConfig,
+    ) -> Result<Self> {
+        let options = StartOptions {
+            checkpoint_every: 1,
+            meta: Meta { worker_config: Some(worker_config), ..Meta::default() },
+            ..StartOptions::default()
+        };
+        Loader::linked(links, options)
+    }
+
     /// A loader over `pipelines` (built as those of the loader that saved `state`) that
     /// continues where `state` says: each pipeline's saved progress is restored and the items
     /// after it replayed, and the round robin continues with the saved next worker.

@@ -7,8 +7,9 @@
 use std::sync::Arc;
 
 use energon_cook::{
-    FailureStats, Keyed, Loader, LoaderConfig, LoaderState, MixBatch, MixFn, combine_pipelines,
-    key_worker, mix_batch_pipelines, restore_in,
+    BoxStage, FailureStats, InlineWorker, Keyed, Loader, LoaderConfig, LoaderState, MixBatch,
+    MixFn, WorkerLink, WorkerMessage, WorkerStart, combine_pipelines, key_worker,
+    mix_batch_pipelines, restore_in, serve_worker,
 };
 use energon_dist::WorkerConfig;
 use pyo3::prelude::*;
@@ -19,7 +20,8 @@ use crate::{
     encoder::WorkerBatch,
     errors::{LoaderError, config_error, to_py_err},
     hooks::Hooks,
-    loader::{LoaderSource, Raw, RustLoader},
+    loader::{LoaderSource, Raw, RustLoader, map_message},
+    workers::{ProcessWorker, batch_item, sample_item},
 };
 
 /// Datasets combined: blended by weight (`weights` given) or one after the other; with `mix`,
@@ -99,6 +101,11 @@ impl CombinedSpec {
 }
 
 impl CombinedSpec {
+    /// Whether the loader batches (the datasets batch).
+    fn batches(&self) -> bool {
+        self.children[0].get().batches()
+    }
+
     /// Every local worker's combined pipeline.
     fn pipelines(&self) -> energon_cook::Result<Pipelines> {
         let stats = FailureStats::default();
@@ -166,14 +173,7 @@ impl LoaderSource for CombinedSpec {
         worker: Option<usize>,
         restore: Option<LoaderState>,
     ) -> energon_cook::Result<RustLoader> {
-        if restore.is_some() {
-            return Err(energon_cook::Error::InvalidSetting {
-                setting: "restore",
-                value: "a saved state".to_owned(),
-                reason: "restoring combined datasets (BlendDataset, ConcatDataset, \
-                         MixBatchDataset) is not supported yet",
-            });
-        }
+        no_restore(restore.as_ref())?;
         let cfg = self.worker_config;
         let one = LoaderConfig { num_workers: 0, prefetch_factor };
         Ok(match (self.pipelines()?, worker) {
@@ -198,4 +198,85 @@ impl LoaderSource for CombinedSpec {
             }
         })
     }
+
+    fn start_linked(
+        &self,
+        workers: Vec<ProcessWorker>,
+        restore: Option<LoaderState>,
+    ) -> energon_cook::Result<RustLoader> {
+        no_restore(restore.as_ref())?;
+        let cfg = self.worker_config;
+        let hooks = &self.all_hooks()[0];
+        let workers = workers.into_iter().enumerate();
+        Ok(if self.batches() {
+            let links = workers.map(|(w, p)| p.link(w, hooks, batch_item)).collect();
+            RustLoader::Batches(Loader::for_linked_workers(links, cfg)?)
+        } else {
+            let links = workers.map(|(w, p)| p.link(w, hooks, sample_item)).collect();
+            RustLoader::Samples(Loader::for_linked_workers(links, cfg)?)
+        })
+    }
+
+    fn start_inline(&self, restore: Option<LoaderState>) -> energon_cook::Result<RustLoader> {
+        no_restore(restore.as_ref())?;
+        let cfg = self.worker_config;
+        Ok(match self.pipelines()? {
+            Pipelines::Samples(p) => {
+                RustLoader::Samples(Loader::for_linked_workers(inline_all(p), cfg)?)
+            }
+            Pipelines::Batches(p) => {
+                RustLoader::Batches(Loader::for_linked_workers(inline_all(p), cfg)?)
+            }
+        })
+    }
+
+    fn serve(
+        &self,
+        worker: usize,
+        restore: Option<LoaderState>,
+        send: &mut dyn FnMut(WorkerMessage<Raw>) -> bool,
+    ) -> energon_cook::Result<()> {
+        no_restore(restore.as_ref())?;
+        let start = WorkerStart::default();
+        let bad = || energon_cook::Error::InvalidSetting {
+            setting: "worker",
+            value: worker.to_string(),
+            reason: "must be below the number of workers (max(1, num_workers))",
+        };
+        match self.pipelines()? {
+            Pipelines::Samples(mut p) => {
+                let pipeline = (worker < p.len()).then(|| p.swap_remove(worker)).ok_or_else(bad)?;
+                serve_worker(pipeline, &start, 1, |m| send(map_message(m, Raw::Sample)));
+            }
+            Pipelines::Batches(mut p) => {
+                let pipeline = (worker < p.len()).then(|| p.swap_remove(worker)).ok_or_else(bad)?;
+                serve_worker(pipeline, &start, 1, |m| send(map_message(m, Raw::Batch)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Combined datasets start fresh: restoring them is not supported.
+fn no_restore(restore: Option<&LoaderState>) -> energon_cook::Result<()> {
+    match restore {
+        None => Ok(()),
+        Some(_) => Err(energon_cook::Error::InvalidSetting {
+            setting: "restore",
+            value: "a saved state".to_owned(),
+            reason: "restoring combined datasets (BlendDataset, ConcatDataset, MixBatchDataset) \
+                     is not supported yet",
+        }),
+    }
+}
+
+/// Every pipeline as a worker pulled in the loader's thread, from its start.
+fn inline_all<T: 'static>(pipelines: Vec<BoxStage<T>>) -> Vec<Box<dyn WorkerLink<Keyed<T>>>> {
+    pipelines
+        .into_iter()
+        .map(|p| {
+            Box::new(InlineWorker::new(p, WorkerStart::default(), 1))
+                as Box<dyn WorkerLink<Keyed<T>>>
+        })
+        .collect()
 }

@@ -7,7 +7,10 @@ use std::{
     sync::Arc,
 };
 
-use energon_cook::{BoxStage, FailureStats, Loader, LoaderBuilder, LoaderConfig, LoaderState};
+use energon_cook::{
+    BoxStage, FailureStats, InlineWorker, Loader, LoaderBuilder, LoaderConfig, LoaderState,
+    WorkerLink, WorkerMessage,
+};
 use energon_dist::WorkerConfig;
 use energon_index::discover::{DatasetKind, classify};
 use energon_mix::{MixOptions, MixPlan, ResolveOptions, resolve_path};
@@ -19,9 +22,10 @@ use crate::{
     encoder::{PyEncoder, WorkerBatch},
     errors::{config_error, to_py_err},
     hooks::{Hooks, Item},
-    loader::{LoaderSource, Raw, RustLoader},
+    loader::{LoaderSource, Raw, RustLoader, map_message},
     mix::MixSource,
     sample::sample_to_py,
+    workers::{ProcessWorker, batch_item, sample_item},
 };
 
 /// The decoder of the Python API's settings: `image_decode` is one of the reference's names
@@ -467,6 +471,15 @@ impl DatasetSpec {
         })
     }
 
+    /// The loader builder of these settings, to continue from `restore` if given.
+    fn restored_builder(&self, restore: Option<LoaderState>) -> LoaderBuilder<Item, PyEncoder> {
+        let builder = self.builder();
+        match restore {
+            Some(state) => builder.restore_state(state),
+            None => builder,
+        }
+    }
+
     /// Whether the loader batches: a batch size, or batching by group.
     pub(crate) fn batches(&self) -> bool {
         self.batch_size.is_some() || self.hooks.has_group_criterion()
@@ -512,4 +525,59 @@ impl LoaderSource for DatasetSpec {
     ) -> energon_cook::Result<RustLoader> {
         self.start_loader(prefetch_factor, worker, restore)
     }
+
+    fn start_linked(
+        &self,
+        workers: Vec<ProcessWorker>,
+        restore: Option<LoaderState>,
+    ) -> energon_cook::Result<RustLoader> {
+        let builder = self.restored_builder(restore);
+        let hooks = &self.hooks;
+        let mut links = workers.into_iter().enumerate();
+        Ok(if self.batches() {
+            let links = links.map(|(w, p)| p.link(w, hooks, batch_item)).collect();
+            RustLoader::Batches(builder.build_batches_linked(links)?)
+        } else {
+            let links = links.by_ref().map(|(w, p)| p.link(w, hooks, sample_item)).collect();
+            RustLoader::Samples(builder.build_samples_linked(links)?)
+        })
+    }
+
+    fn start_inline(&self, restore: Option<LoaderState>) -> energon_cook::Result<RustLoader> {
+        let n = self.worker_config.n_local_workers();
+        let stats = FailureStats::default();
+        let builder = || self.restored_builder(restore.clone());
+        Ok(if self.batches() {
+            let links = (0..n)
+                .map(|w| Ok(boxed(builder().batch_worker(w, &stats)?.into_inline())))
+                .collect::<energon_cook::Result<_>>()?;
+            RustLoader::Batches(builder().build_batches_linked(links)?)
+        } else {
+            let links = (0..n)
+                .map(|w| Ok(boxed(builder().sample_worker(w, &stats)?.into_inline())))
+                .collect::<energon_cook::Result<_>>()?;
+            RustLoader::Samples(builder().build_samples_linked(links)?)
+        })
+    }
+
+    fn serve(
+        &self,
+        worker: usize,
+        restore: Option<LoaderState>,
+        send: &mut dyn FnMut(WorkerMessage<Raw>) -> bool,
+    ) -> energon_cook::Result<()> {
+        let builder = self.restored_builder(restore);
+        let stats = FailureStats::default();
+        if self.batches() {
+            builder.batch_worker(worker, &stats)?.serve(|m| send(map_message(m, Raw::Batch)));
+        } else {
+            builder.sample_worker(worker, &stats)?.serve(|m| send(map_message(m, Raw::Sample)));
+        }
+        Ok(())
+    }
+}
+
+/// A worker as a boxed link.
+fn boxed<I: 'static>(worker: InlineWorker<I>) -> Box<dyn WorkerLink<I>> {
+    Box::new(worker)
 }

@@ -212,7 +212,10 @@ fn cook_kind(err: &energon_cook::Error) -> Kind {
         | E::CheckpointIo { .. }
         | E::CorruptCheckpoint { .. } => Kind::Checkpoint,
         E::IncompatibleCheckpoint { .. } => Kind::Incompatible,
-        E::NothingToRepeat { .. } | E::WorkerPanicked { .. } | E::Spawn { .. } => Kind::Loader,
+        E::NothingToRepeat { .. }
+        | E::WorkerPanicked { .. }
+        | E::WorkerLost { .. }
+        | E::Spawn { .. } => Kind::Loader,
         _ => Kind::Other,
     }
 }

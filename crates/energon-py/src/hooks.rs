@@ -442,6 +442,12 @@ impl Hooks {
         self.failure.take()
     }
 
+    /// Keeps `err` as the exception the loader re-raises (a worker process's), unless one is
+    /// kept already.
+    pub(crate) fn keep_failure(&self, err: PyErr) {
+        self.failure.record(err);
+    }
+
     /// The Python `batch` over a batch of items (the task encoder's default batching when it is
     /// not overridden, a list without one), in the batch stage's context; the skip marker skips
     /// the batch.

@@ -23,6 +23,7 @@ mod mix;
 mod prepare;
 mod sample;
 mod storage;
+mod workers;
 
 use pyo3::prelude::*;
 
@@ -59,6 +60,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(worker_seed, m)?)?;
     m.add_function(wrap_pyfunction!(loader::checkpoint_topology, m)?)?;
     m.add_function(wrap_pyfunction!(loader::reshape_checkpoints, m)?)?;
+    m.add_function(wrap_pyfunction!(workers::serve_worker, m)?)?;
     m.add_function(wrap_pyfunction!(metadataset::dataset_kind, m)?)?;
     m.add_function(wrap_pyfunction!(metadataset::resolve_metadataset, m)?)?;
     m.add_function(wrap_pyfunction!(metadataset::traverse_metadataset, m)?)?;

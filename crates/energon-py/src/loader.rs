@@ -24,7 +24,7 @@ use std::{
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use energon_cook::{
-    Keyed, Loaded, Loader, LoaderState, LoaderWrapper, RestoreKey,
+    Keyed, Loaded, Loader, LoaderState, LoaderWrapper, RestoreKey, WorkerMessage,
     checkpoint::{Checkpoint, Encoding},
     loader_worker_id,
 };
@@ -43,6 +43,7 @@ use crate::{
     errors::{LoaderError, to_py_err},
     hooks::{Hooks, Item},
     sample::{Collated, sample_to_py},
+    workers::ProcessWorker,
 };
 
 /// How often a waiting `__next__` lets Python handle signals (Ctrl-C).
@@ -145,10 +146,17 @@ pub(crate) struct PyLoader {
 impl PyLoader {
     /// Starts the loader of `spec`: with `worker` unset, the rank's loader with its worker
     /// threads; with `worker = w`, only local worker `w`'s pipeline, in this process (for torch
-    /// `DataLoader` worker processes). A `savable` loader keeps its state after every item
-    /// (`save_state`); `restore` is a state it saved (`save_state`'s bytes), to continue from.
+    /// `DataLoader` worker processes); with `processes`, a `(socket fd, pid)` per local worker,
+    /// the rank's loader over worker processes that serve their pipelines (`_serve_worker`);
+    /// with `inline`, the rank's loader pulling every worker's pipeline in its own thread. A
+    /// `savable` loader keeps its state after every item (`save_state`); `restore` is a state
+    /// it saved (`save_state`'s bytes), to continue from.
     #[new]
-    #[pyo3(signature = (spec, *, prefetch_factor = 2, worker = None, savable = false, restore = None))]
+    #[pyo3(signature = (
+        spec, *, prefetch_factor = 2, worker = None, savable = false, restore = None,
+        processes = None, inline = false
+    ))]
+    #[expect(clippy::too_many_arguments, reason = "the keyword arguments of a Python constructor")]
     fn new(
         py: Python<'_>,
         spec: &Bound<'_, PyAny>,
@@ -156,11 +164,10 @@ impl PyLoader {
         worker: Option<usize>,
         savable: bool,
         restore: Option<&[u8]>,
+        processes: Option<Vec<(i32, i32)>>,
+        inline: bool,
     ) -> PyResult<Self> {
-        let spec: &dyn LoaderSource = match spec.cast::<DatasetSpec>() {
-            Ok(spec) => spec.get(),
-            Err(_) => spec.cast::<CombinedSpec>()?.get(),
-        };
+        let spec = source_of(spec)?;
         let hooks = spec.all_hooks();
         let config = spec.worker_config();
         let rank = config.rank();
@@ -169,8 +176,21 @@ impl PyLoader {
             worker: worker.map(|w| loader_worker_id(&config, w)),
         };
         let restore = restore.map(|bytes| rank_state(bytes, rank)).transpose()?;
+        let workers = match processes {
+            Some(processes) => Some(
+                processes
+                    .into_iter()
+                    .map(|(fd, pid)| ProcessWorker::new(fd, pid))
+                    .collect::<PyResult<Vec<_>>>()?,
+            ),
+            None => None,
+        };
         let source = py
-            .detach(|| spec.start(prefetch_factor, worker, restore))
+            .detach(|| match (workers, inline) {
+                (Some(workers), _) => spec.start_linked(workers, restore),
+                (None, true) => spec.start_inline(restore),
+                (None, false) => spec.start(prefetch_factor, worker, restore),
+            })
             .map_err(|e| to_py_err(&e))?;
         let state =
             if savable { Some(source.save_state().map_err(|e| to_py_err(&e))?) } else { None };
@@ -289,7 +309,7 @@ impl Drop for PyLoader {
 }
 
 /// A prepared item as a Python object; `None` at the end of a pass.
-fn to_python(
+pub(crate) fn to_python(
     py: Python<'_>,
     prepared: Prepared,
     hooks: &[Arc<Hooks>],
@@ -383,10 +403,45 @@ pub(crate) trait LoaderSource: Sync {
         worker: Option<usize>,
         restore: Option<LoaderState>,
     ) -> energon_cook::Result<RustLoader>;
+    /// Starts the rank's loader over worker processes (one per local worker, each serving its
+    /// pipeline with [`LoaderSource::serve`]), continuing from `restore` if given.
+    fn start_linked(
+        &self,
+        workers: Vec<ProcessWorker>,
+        restore: Option<LoaderState>,
+    ) -> energon_cook::Result<RustLoader>;
+    /// Starts the rank's loader pulling every worker's pipeline in its own thread, in turn.
+    fn start_inline(&self, restore: Option<LoaderState>) -> energon_cook::Result<RustLoader>;
+    /// Runs local worker `worker`'s pipeline (restored from `restore` if given), handing its
+    /// messages to `send` until it fails or `send` returns `false`.
+    fn serve(
+        &self,
+        worker: usize,
+        restore: Option<LoaderState>,
+        send: &mut dyn FnMut(WorkerMessage<Raw>) -> bool,
+    ) -> energon_cook::Result<()>;
+}
+
+/// The loader source a `_DatasetSpec` or `_CombinedSpec` is.
+pub(crate) fn source_of<'a>(spec: &'a Bound<'_, PyAny>) -> PyResult<&'a dyn LoaderSource> {
+    Ok(match spec.cast::<DatasetSpec>() {
+        Ok(spec) => spec.get(),
+        Err(_) => spec.cast::<CombinedSpec>()?.get(),
+    })
+}
+
+/// `message` with its item changed by `f`.
+pub(crate) fn map_message<A, B>(message: WorkerMessage<A>, f: impl FnOnce(A) -> B) -> WorkerMessage<B> {
+    match message {
+        WorkerMessage::Resumed(n) => WorkerMessage::Resumed(n),
+        WorkerMessage::Item(item, state) => WorkerMessage::Item(f(item), state),
+        WorkerMessage::End(state) => WorkerMessage::End(state),
+        WorkerMessage::Failed(err) => WorkerMessage::Failed(err),
+    }
 }
 
 /// The state of `rank` in a checkpoint's bytes.
-fn rank_state(bytes: &[u8], rank: usize) -> PyResult<LoaderState> {
+pub(crate) fn rank_state(bytes: &[u8], rank: usize) -> PyResult<LoaderState> {
     let checkpoint =
         Checkpoint::from_bytes(bytes, Path::new("<loader state>")).map_err(|e| to_py_err(&e))?;
     let state = checkpoint.rank(rank).cloned().ok_or_else(|| {

@@ -38,6 +38,8 @@ pub struct RemoteObject {
     in_flight: usize,
     max_windows: usize,
     windows: Mutex<Windows>,
+    /// The process that opened the object: a forked process reads through its own client.
+    pid: u32,
 }
 
 impl std::fmt::Debug for RemoteObject {
@@ -54,6 +56,8 @@ struct Windows {
     tick: u64,
     /// Window start → the window.
     slots: BTreeMap<u64, Slot>,
+    /// The forked process whose windows these are (0: the opening process's).
+    forked_in: u32,
 }
 
 struct Slot {
@@ -99,6 +103,7 @@ impl RemoteObject {
             in_flight: client.options.in_flight,
             max_windows: client.options.in_flight + 4,
             windows: Mutex::new(Windows::default()),
+            pid: std::process::id(),
         }))
     }
 
@@ -121,7 +126,7 @@ impl RemoteObject {
     /// Reads `range` with one request, bypassing the window cache.
     pub fn read(&self, range: Range<u64>) -> io::Result<Bytes> {
         let client = client()?;
-        let (store, path, r) = (self.store.clone(), self.path.clone(), range.clone());
+        let (store, path, r) = (self.store()?, self.path.clone(), range.clone());
         let (size, bytes) = client.run(&self.target, "GET", Some(range.clone()), async move {
             get_range(&*store, &path, r).await
         })?;
@@ -129,15 +134,35 @@ impl RemoteObject {
         check.check(size, bytes).map_err(io::Error::from)
     }
 
+    /// The client of the object's store in this process (a forked process has its own).
+    fn store(&self) -> io::Result<Arc<dyn ObjectStore>> {
+        if self.pid == std::process::id() {
+            return Ok(self.store.clone());
+        }
+        client()?.store(&self.target)
+    }
+
+    /// The windows; in a forked process, without the parent's (whose requests ran in the
+    /// parent's runtime, which is not there).
+    fn windows(&self) -> std::sync::MutexGuard<'_, Windows> {
+        let mut windows = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
+        let pid = std::process::id();
+        if self.pid != pid && windows.forked_in != pid {
+            windows.slots.clear();
+            windows.forked_in = pid;
+        }
+        windows
+    }
+
     /// Whether the window starting at `start` is fetched or being fetched.
     pub fn has_window(&self, start: u64) -> bool {
-        self.windows.lock().unwrap_or_else(PoisonError::into_inner).slots.contains_key(&start)
+        self.windows().slots.contains_key(&start)
     }
 
     /// Forgets the window starting at `start` (its reader is done with it); a later read fetches
     /// it again.
     pub fn release(&self, start: u64) {
-        self.windows.lock().unwrap_or_else(PoisonError::into_inner).slots.remove(&start);
+        self.windows().slots.remove(&start);
     }
 
     /// Starts fetching `window` in the background unless it is cached or under way. The request
@@ -188,7 +213,7 @@ impl RemoteObject {
             }
             Err(err) => {
                 // Forget the failed window, so a later read asks again.
-                let mut windows = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut windows = self.windows();
                 if windows.slots.get(&window.start).is_some_and(|s| s.end == window.end) {
                     windows.slots.remove(&window.start);
                 }
@@ -201,7 +226,7 @@ impl RemoteObject {
     /// new.
     fn slot(&self, window: Range<u64>) -> io::Result<(watch::Receiver<Fetched>, Arc<Notify>)> {
         let client = client()?;
-        let mut windows = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut windows = self.windows();
         windows.tick += 1;
         let tick = windows.tick;
         if let Some(slot) = windows.slots.get_mut(&window.start)
@@ -224,7 +249,7 @@ impl RemoteObject {
         let permits = remote::permits();
         let started = remote::started();
         started.fetch_add(1, Ordering::Relaxed);
-        let (store, path, url) = (self.store.clone(), self.path.clone(), self.target.url.clone());
+        let (store, path, url) = (self.store()?, self.path.clone(), self.target.url.clone());
         let deadline = client.options.deadline;
         let this = RangeCheck { url: url.clone(), window: window.clone(), size: self.size };
         let signal = urgent.clone();

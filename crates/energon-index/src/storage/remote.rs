@@ -7,7 +7,11 @@ use std::{
     io,
     ops::Range,
     path::{Path, PathBuf},
-    sync::{Arc, Mutex, OnceLock, PoisonError, atomic::AtomicUsize},
+    cell::RefCell,
+    sync::{
+        Arc, Mutex, OnceLock, PoisonError,
+        atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -31,37 +35,65 @@ pub(super) struct Client {
 }
 
 static OPTIONS: OnceLock<StorageOptions> = OnceLock::new();
-static CLIENT: OnceLock<Client> = OnceLock::new();
+
+/// This process's client, and the process it belongs to. A process forked from one with a
+/// client inherits it without the runtime's threads (a request on it would wait forever), so
+/// each process makes its own at its first request; an inherited one is left as it is (never
+/// dropped: dropping would wait for threads that are not there).
+static CLIENT: AtomicPtr<Client> = AtomicPtr::new(std::ptr::null_mut());
+static CLIENT_PID: AtomicU32 = AtomicU32::new(0);
+static CLIENT_INIT: Mutex<()> = Mutex::new(());
 
 thread_local! {
     /// This thread's bound on read-ahead in flight (a request the thread waits for takes no
-    /// permit, so a thread has at most one more).
-    static PERMITS: Arc<Semaphore> = Arc::new(Semaphore::new(options().in_flight));
+    /// permit, so a thread has at most one more), and the process it belongs to.
+    static PERMITS: RefCell<(u32, Arc<Semaphore>)> = RefCell::new((0, Arc::new(Semaphore::new(0))));
     /// This thread's window requests started and not finished (in flight or waiting for a
-    /// permit).
-    static STARTED: Arc<AtomicUsize> = Arc::new(AtomicUsize::new(0));
+    /// permit), and the process it belongs to.
+    static STARTED: RefCell<(u32, Arc<AtomicUsize>)> = RefCell::new((0, Arc::default()));
 }
 
 pub(super) fn configure(options: StorageOptions) -> bool {
-    CLIENT.get().is_none() && OPTIONS.set(options).is_ok()
+    CLIENT.load(Ordering::Acquire).is_null() && OPTIONS.set(options).is_ok()
 }
 
 pub(super) fn options() -> &'static StorageOptions {
     OPTIONS.get_or_init(StorageOptions::from_env)
 }
 
-/// The calling thread's request bound.
+/// The calling thread's request bound (made anew in a forked process: the parent's requests
+/// that held its permits are not there).
 pub(super) fn permits() -> Arc<Semaphore> {
-    PERMITS.with(Arc::clone)
+    let pid = std::process::id();
+    PERMITS.with_borrow_mut(|(owner, permits)| {
+        if *owner != pid {
+            *owner = pid;
+            *permits = Arc::new(Semaphore::new(options().in_flight));
+        }
+        Arc::clone(permits)
+    })
 }
 
 /// The count of the calling thread's window requests started and not finished.
 pub(super) fn started() -> Arc<AtomicUsize> {
-    STARTED.with(Arc::clone)
+    let pid = std::process::id();
+    STARTED.with_borrow_mut(|(owner, started)| {
+        if *owner != pid {
+            *owner = pid;
+            *started = Arc::default();
+        }
+        Arc::clone(started)
+    })
 }
 
+/// This process's client (see [`CLIENT`]), made at its first request.
 pub(super) fn client() -> io::Result<&'static Client> {
-    if let Some(client) = CLIENT.get() {
+    let pid = std::process::id();
+    if let Some(client) = current(pid) {
+        return Ok(client);
+    }
+    let _init = CLIENT_INIT.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(client) = current(pid) {
         return Ok(client);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -69,12 +101,20 @@ pub(super) fn client() -> io::Result<&'static Client> {
         .thread_name("energon-storage")
         .enable_all()
         .build()?;
-    let _ = CLIENT.set(Client {
-        runtime,
-        stores: Mutex::new(BTreeMap::new()),
-        options: options().clone(),
-    });
-    Ok(CLIENT.get().expect("set above"))
+    let client =
+        Client { runtime, stores: Mutex::new(BTreeMap::new()), options: options().clone() };
+    CLIENT.store(Box::into_raw(Box::new(client)), Ordering::Release);
+    CLIENT_PID.store(pid, Ordering::Release);
+    Ok(current(pid).expect("set above"))
+}
+
+/// The client, if it is process `pid`'s.
+fn current(pid: u32) -> Option<&'static Client> {
+    if CLIENT_PID.load(Ordering::Acquire) != pid {
+        return None;
+    }
+    // SAFETY: a client is stored before its process id and never freed.
+    unsafe { CLIENT.load(Ordering::Acquire).as_ref() }
 }
 
 impl Client {
