@@ -140,6 +140,9 @@ pub(crate) struct PyLoader {
     rank: usize,
     /// The loader's state after the last item handed to Python (savable loaders only).
     state: Option<LoaderState>,
+    /// The sockets of its worker processes: shut down on close, so that the pump's wait on a
+    /// worker returns.
+    sockets: Vec<std::os::unix::net::UnixStream>,
 }
 
 #[pymethods]
@@ -185,6 +188,12 @@ impl PyLoader {
             ),
             None => None,
         };
+        let sockets = workers
+            .iter()
+            .flatten()
+            .map(|w| w.stream.try_clone())
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(|e| to_py_err(&e))?;
         let source = py
             .detach(|| match (workers, inline) {
                 (Some(workers), _) => spec.start_linked(workers, restore),
@@ -209,6 +218,7 @@ impl PyLoader {
             pid: std::process::id(),
             rank,
             state,
+            sockets,
         })
     }
 
@@ -269,6 +279,13 @@ impl PyLoader {
 
     /// Stops the worker threads (also done when the loader is garbage collected).
     fn close(&mut self, py: Python<'_>) {
+        // A forked copy of the loader must leave the sockets, which are its parent's, alone.
+        let ours = std::process::id() == self.pid;
+        for socket in self.sockets.drain(..) {
+            if ours {
+                let _ = socket.shutdown(std::net::Shutdown::Both);
+            }
+        }
         let pump = self.pump.take();
         // Without the channels the pump's next send, or its wait for the next pass, fails.
         self.receiver = None;

@@ -20,6 +20,7 @@ from .debug_log import DebugLog
 from .load import _LeafDataset, _LoadedMetadataset, load_dataset
 from .task_encoder import DefaultTaskEncoder, TaskEncoder, _hooks
 from .worker import WorkerConfig
+from .workers import ProcessWorkers, start_method
 
 __all__ = [
     "BasicDataLoader",
@@ -379,7 +380,10 @@ def LimitDataset(  # noqa: N802 (the reference's class name)
 
 
 class BasicDataLoader:
-    """Iterates a dataset with the Rust loader's worker threads.
+    """Iterates a dataset with `worker_config.num_workers` workers: threads of this process,
+    processes of their own, or in turn in one thread (`worker_type`, see `energon_rs.workers`).
+    Whatever the worker type, the items, their order and restore keys, and the saved states are
+    the same.
 
     The loader starts at the first iteration; later `iter()` calls continue the same stream (as
     the reference's persistent workers do): a training loader never ends, a validation loader
@@ -387,11 +391,19 @@ class BasicDataLoader:
 
     _savable = False
 
-    def __init__(self, dataset: Dataset, prefetch_factor: int = 2, watchdog: Any = None) -> None:
+    def __init__(
+        self,
+        dataset: Dataset,
+        prefetch_factor: int = 2,
+        watchdog: Any = None,
+        worker_type: Optional[str] = None,
+    ) -> None:
         self.dataset = dataset
         self.worker_config = dataset.worker_config
+        self.worker_type = _worker_type(dataset, worker_type)
         self._prefetch_factor = prefetch_factor
         self._native: Any = None
+        self._workers: Optional[ProcessWorkers] = None
         self._restore: Optional[bytes] = None
         self._watchdog = watchdog
         kind = "SavableLoader" if self._savable else "BasicDataLoader"
@@ -399,13 +411,30 @@ class BasicDataLoader:
 
     def _loader(self) -> Any:
         if self._native is None:
-            self._native = _start_loader(
-                self.dataset._spec,
-                prefetch_factor=self._prefetch_factor,
-                savable=self._savable,
-                restore=self._restore,
-            )
+            options: dict = {}
+            method = start_method(self.worker_type)
+            if method is not None:
+                self._workers = ProcessWorkers(self.dataset, method, self._prefetch_factor, self._restore)
+                options["processes"] = self._workers.links()
+            elif self.worker_type == "main":
+                options["inline"] = True
+            try:
+                self._native = _start_loader(
+                    self.dataset._spec,
+                    prefetch_factor=self._prefetch_factor,
+                    savable=self._savable,
+                    restore=self._restore,
+                    **options,
+                )
+            except BaseException:
+                self._close_workers()
+                raise
         return self._native
+
+    def _close_workers(self) -> None:
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
 
     def __iter__(self) -> Iterator[Any]:
         items = iter(self._loader())
@@ -430,13 +459,21 @@ class BasicDataLoader:
         return self.dataset._spec.restore_item(tuple(restore_key))
 
     def close(self) -> None:
-        """Stops the worker threads (also done when the loader is garbage collected)."""
+        """Stops the workers, threads or processes (also done when the loader is garbage
+        collected, and at exit); iterating again after it yields nothing."""
         if self._watchdog is not None:
             self._watchdog.stop()
         if self._native is not None:
             self._native.close()
+        self._close_workers()
         if self._debug is not None:
             self._debug.close()
+
+    def __enter__(self) -> "BasicDataLoader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 class SavableDataLoader(BasicDataLoader):
@@ -483,6 +520,7 @@ class SavableDataLoader(BasicDataLoader):
             self._loader()
         except BaseException:
             self._restore = None
+            self._close_workers()
             raise
 
     def save_state_global(self, global_dst_rank: int) -> Optional[list]:
@@ -578,10 +616,13 @@ def get_loader(
     watchdog_timeout_seconds: Optional[float] = 60,
     watchdog_initial_timeout_seconds: Optional[float] = None,
     fail_on_timeout: bool = False,
+    worker_type: Optional[str] = None,
 ) -> BasicDataLoader:
-    """A loader over the dataset's pipeline with `worker_config.num_workers` Rust worker
-    threads (0: in one background thread), watched by a `Watchdog` (`watchdog_timeout_seconds`
-    `None`: none); `worker_config` (deprecated, as in the reference) must be the dataset's."""
+    """A loader over the dataset's pipeline with `worker_config.num_workers` workers (0: in one
+    background thread), watched by a `Watchdog` (`watchdog_timeout_seconds` `None`: none);
+    `worker_type` says where the workers run (`"thread"`, `"process"`, `"fork"`, `"spawn"`,
+    `"forkserver"`, `"main"`; `None`: the default, see `energon_rs.workers`); `worker_config`
+    (deprecated, as in the reference) must be the dataset's."""
     if worker_config is not None:
         warnings.warn("get_loader's worker_config is deprecated", DeprecationWarning, stacklevel=2)
         if worker_config != dataset.worker_config:
@@ -591,6 +632,7 @@ def get_loader(
         dataset,
         prefetch_factor=prefetch_factor,
         watchdog=_watchdog(watchdog_timeout_seconds, watchdog_initial_timeout_seconds, fail_on_timeout),
+        worker_type=worker_type,
     )
 
 
@@ -602,6 +644,26 @@ def _with_cache_pool(dataset: Dataset, cache_pool: Any) -> Dataset:
     res = dataset._with()
     res._hooks.set_cache_pool(cache_pool)
     return res
+
+
+#: The worker type of loaders that do not name one (`None`: chosen per dataset, see
+#: `_worker_type`). The environment variable `ENERGON_RS_WORKER_TYPE` sets it too.
+DEFAULT_WORKER_TYPE: Optional[str] = os.environ.get("ENERGON_RS_WORKER_TYPE") or None
+
+
+def _worker_type(dataset: Dataset, worker_type: Optional[str]) -> str:
+    """The worker type of a loader: the one given, else the default; without a default,
+    processes when the task encoder runs Python for every sample and there are workers, else
+    threads (Rust stages alone run fastest on threads)."""
+    chosen = worker_type or DEFAULT_WORKER_TYPE
+    if chosen is None:
+        python = bool(dataset._hooks is not None and getattr(dataset._hooks, "per_sample_python", False))
+        chosen = "process" if python and dataset.worker_config.num_workers >= 1 else "thread"
+    start_method(chosen)  # checks the name
+    if dataset.worker_config.num_workers == 0 and chosen != "main":
+        # No workers: the one pipeline runs on a background thread, as before.
+        return "thread"
+    return chosen
 
 
 def _watchdog(timeout: Optional[float], initial: Optional[float], fail: bool) -> Any:
@@ -623,8 +685,10 @@ def get_savable_loader(
     watchdog_timeout_seconds: Optional[float] = 60,
     watchdog_initial_timeout_seconds: Optional[float] = None,
     fail_on_timeout: bool = False,
+    worker_type: Optional[str] = None,
 ) -> SavableDataLoader:
-    """A loader whose state can be saved and restored (see `SavableDataLoader`)."""
+    """A loader whose state can be saved and restored (see `SavableDataLoader`); `worker_type`
+    as for `get_loader` (a state saved under one worker type restores under any other)."""
     if worker_config is not None and worker_config != dataset.worker_config:
         raise ValueError("worker_config must equal the dataset's")
     dataset = _with_cache_pool(dataset, cache_pool)
@@ -632,4 +696,5 @@ def get_savable_loader(
         dataset,
         prefetch_factor=prefetch_factor,
         watchdog=_watchdog(watchdog_timeout_seconds, watchdog_initial_timeout_seconds, fail_on_timeout),
+        worker_type=worker_type,
     )
