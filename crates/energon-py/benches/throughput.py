@@ -13,19 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
-
-import numpy as np
+from pathlib import Path
 
 import energon_rs
 
-
-def encode_caption(sample):
-    """The benchmark's Python hook: per sample, the caption's bytes as int64 tokens and the
-    image's mean (a light, typical amount of per-sample Python work)."""
-    sample.caption = np.frombuffer(sample.caption.encode("utf-8"), dtype=np.uint8).astype(np.int64)
-    sample.__dict__["image_mean"] = float(np.asarray(sample.image).mean())
-    return sample
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "tools"))
+import bench_hooks  # noqa: E402 (the hooks the reference's side runs too)
 
 
 def main() -> int:
@@ -37,14 +32,16 @@ def main() -> int:
     ap.add_argument("--decode", default="torchrgb", help="image decoder, or none")
     ap.add_argument("--samples", type=int, default=20000)
     ap.add_argument("--torch", action="store_true", help="hand out torch tensors")
-    ap.add_argument("--hook", choices=["none", "encode_sample"], default="none", help="Python hook per sample")
+    ap.add_argument("--hook", choices=list(bench_hooks.HOOKS), default="none", help="Python hook per sample")
+    ap.add_argument("--worker-type", default=None, help="get_loader's worker_type (default: its default)")
     args = ap.parse_args()
 
     class Encoder(energon_rs.DefaultTaskEncoder):
         decoder = None if args.decode == "none" else energon_rs.SampleDecoder(image_decode=args.decode)
 
-    if args.hook == "encode_sample":
-        Encoder.encode_sample = lambda self, sample: encode_caption(sample)
+    hook = bench_hooks.hook(args.hook)
+    if hook is not None:
+        Encoder.encode_sample = lambda self, sample: hook(sample)
 
     wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=args.num_workers)
     ds = energon_rs.get_train_dataset(
@@ -56,7 +53,7 @@ def main() -> int:
         task_encoder=Encoder(),
         torch=args.torch,
     )
-    loader = energon_rs.get_loader(ds)
+    loader = energon_rs.get_loader(ds, worker_type=args.worker_type)
 
     def n_of(item) -> int:
         k = item.__key__
@@ -79,6 +76,7 @@ def main() -> int:
                 impl="energon_rs",
                 decode=args.decode,
                 hook=args.hook,
+                worker_type=loader.worker_type,
                 num_workers=args.num_workers,
                 batch_size=args.batch_size,
                 samples=n,

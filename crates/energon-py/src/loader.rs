@@ -253,7 +253,12 @@ impl PyLoader {
         if state.is_some() {
             self.state = state;
         }
-        let res = to_python(py, prepared, &self.hooks)?;
+        let res = to_python(py, prepared, &self.hooks);
+        if res.is_err() {
+            // A failed loader yields nothing more: its worker processes may end now.
+            self.shutdown_sockets();
+        }
+        let res = res?;
         self.ended = res.is_none();
         Ok(res)
     }
@@ -279,13 +284,8 @@ impl PyLoader {
 
     /// Stops the worker threads (also done when the loader is garbage collected).
     fn close(&mut self, py: Python<'_>) {
-        // A forked copy of the loader must leave the sockets, which are its parent's, alone.
-        let ours = std::process::id() == self.pid;
-        for socket in self.sockets.drain(..) {
-            if ours {
-                let _ = socket.shutdown(std::net::Shutdown::Both);
-            }
-        }
+        self.shutdown_sockets();
+        self.sockets.clear();
         let pump = self.pump.take();
         // Without the channels the pump's next send, or its wait for the next pass, fails.
         self.receiver = None;
@@ -303,6 +303,19 @@ impl PyLoader {
                 let _ = py.detach(|| pump.join());
             } else {
                 std::mem::forget(pump);
+            }
+        }
+    }
+}
+
+impl PyLoader {
+    /// Shuts the worker processes' sockets down: the pump's wait on one returns, and the
+    /// workers see the end of their socket and stop.
+    fn shutdown_sockets(&self) {
+        // A forked copy of the loader must leave the sockets, which are its parent's, alone.
+        if std::process::id() == self.pid {
+            for socket in &self.sockets {
+                let _ = socket.shutdown(std::net::Shutdown::Both);
             }
         }
     }

@@ -134,14 +134,15 @@ def loads(data: bytes, fd: int) -> Any:
 
 
 def dump_error(exc: BaseException) -> bytes:
-    """A worker's exception with its traceback, pickled (its text when it does not pickle)."""
+    """A worker's exception with its cause and traceback, pickled (its text when it does not
+    pickle)."""
     text = "".join(traceback.format_exception(exc))
     try:
-        data = pickle.dumps((exc, text))
+        data = pickle.dumps((exc, exc.__cause__, text))
         pickle.loads(data)
         return data
     except Exception:
-        return pickle.dumps((None, text, type(exc).__name__, str(exc)))
+        return pickle.dumps((None, None, text, type(exc).__name__, str(exc)))
 
 
 def load_error(data: bytes, worker: int, pid: int) -> BaseException:
@@ -150,10 +151,12 @@ def load_error(data: bytes, worker: int, pid: int) -> BaseException:
     try:
         parts = pickle.loads(data)
     except Exception:
-        parts = (None, "", "an exception", "that could not be read")
-    exc, text = parts[0], parts[1]
+        parts = (None, None, "", "an exception", "that could not be read")
+    exc, cause, text = parts[:3]
     if exc is None:
-        exc = _native.LoaderError(f"worker {worker}: {parts[2]}: {parts[3]}")
+        exc = _native.LoaderError(f"worker {worker}: {parts[3]}: {parts[4]}")
+    elif cause is not None:
+        exc.__cause__ = cause
     exc.add_note(note + text.rstrip())
     return exc
 

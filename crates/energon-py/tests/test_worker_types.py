@@ -1,0 +1,239 @@
+"""Worker types: threads, processes and one thread in turn give the same items (keys, restore keys,
+array bytes) in the same order, save states that restore under each other, and processes end
+cleanly: after close(), an exception, a killed worker."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import hashlib
+import itertools
+import multiprocessing
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import energon_rs
+from conftest import REF_SMALL, REPO
+from test_hooks import Packer
+
+MDS = REPO / "crates" / "energon-mix" / "tests" / "data" / "mds"
+TYPES = ("thread", "process", "main")
+
+
+def digest(obj) -> str:
+    """A digest of an item: every key, number, string and array byte, in order."""
+    h = hashlib.sha256()
+
+    def eat(o):
+        if dataclasses.is_dataclass(o) and not isinstance(o, type):
+            o = {f.name: getattr(o, f.name) for f in dataclasses.fields(o)} | dict(getattr(o, "__dict__", {}))
+        if isinstance(o, dict):
+            for k in sorted(o, key=str):
+                h.update(str(k).encode())
+                eat(o[k])
+        elif isinstance(o, (list, tuple)):
+            h.update(b"[%d" % len(o))
+            for v in o:
+                eat(v)
+        elif hasattr(o, "numpy") and hasattr(o, "dtype"):
+            eat(o.numpy())
+        elif isinstance(o, np.ndarray):
+            h.update(f"{o.dtype}{o.shape}".encode())
+            h.update(np.ascontiguousarray(o).tobytes())
+        else:
+            h.update(repr(o).encode())
+
+    eat(obj)
+    return h.hexdigest()
+
+
+def take(loader, n):
+    it = iter(loader)
+    return [digest(x) for x in itertools.islice(it, n)]
+
+
+class Upper(energon_rs.DefaultTaskEncoder):
+    """A Python encode_sample (module level, so that spawned workers can unpickle it)."""
+
+    def encode_sample(self, sample):
+        sample.caption = sample.caption.upper()
+        return sample
+
+
+class Failing(energon_rs.DefaultTaskEncoder):
+    def encode_sample(self, sample):
+        if sample.__key__ == "00000007":
+            # Fatal under the reference's policy: it ends the iteration.
+            raise MemoryError("no such thing")
+        return sample
+
+
+class ByParity(energon_rs.DefaultTaskEncoder):
+    def batch_group_criterion(self, sample):
+        odd = int(sample.__key__) % 2
+        return ("odd" if odd else "even"), (3 if odd else 2)
+
+
+class Twice(energon_rs.DefaultTaskEncoder):
+    def encode_sample(self, sample):
+        for part in ("a", "b"):
+            yield {"__key__": f"{sample.__key__}{part}", "__restore_key__": (), "image": sample.image}
+
+
+def train(path=REF_SMALL, nw=2, task_encoder=None, **kwargs):
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=nw)
+    settings = dict(batch_size=4, shuffle_buffer_size=10, max_samples_per_sequence=5)
+    settings.update(kwargs)
+    return energon_rs.get_train_dataset(
+        path, worker_config=wc, task_encoder=task_encoder or Upper(), **settings
+    )
+
+
+SETTINGS = {
+    "batches": dict(),
+    "samples-3-workers": dict(nw=3, batch_size=None),
+    "one-worker": dict(nw=1, batch_size=5, shuffle_buffer_size=None),
+    "blend": dict(path=MDS / "blend.yaml", batch_size=3),
+    "packing": dict(
+        path=REF_SMALL / "jsonl" / "data.jsonl", task_encoder=Packer(), batch_size=None,
+        packing_buffer_size=10, shuffle_buffer_size=None, max_samples_per_sequence=None,
+    ),
+    "group-batching": dict(task_encoder=ByParity(), batch_size=None),
+    "generator": dict(task_encoder=Twice(), batch_size=None),
+    "torch": dict(torch=True),
+}
+
+
+@pytest.mark.parametrize("name", SETTINGS)
+def test_every_worker_type_gives_the_same_items(name):
+    if name == "torch":
+        pytest.importorskip("torch")
+    runs = {}
+    for worker_type in TYPES:
+        with energon_rs.get_loader(train(**SETTINGS[name]), worker_type=worker_type) as loader:
+            assert loader.worker_type == worker_type
+            runs[worker_type] = take(loader, 40)
+    assert runs["process"] == runs["thread"]
+    assert runs["main"] == runs["thread"]
+
+
+@pytest.mark.parametrize("saved_by,restored_by", list(itertools.product(TYPES, TYPES)))
+def test_a_state_saved_under_one_worker_type_restores_under_each(saved_by, restored_by):
+    loader = energon_rs.get_savable_loader(train(), worker_type=saved_by)
+    it = iter(loader)
+    for _ in range(7):
+        next(it)
+    state = loader.save_state_rank()
+    want = [digest(next(it)) for _ in range(9)]
+    loader.close()
+    restored = energon_rs.get_savable_loader(train(), worker_type=restored_by)
+    restored.restore_state_rank(state)
+    with restored:
+        assert take(restored, 9) == want
+
+
+def test_process_workers_run_the_hooks_in_other_processes():
+    class Where(energon_rs.DefaultTaskEncoder):
+        def encode_sample(self, sample):
+            return {"__key__": sample.__key__, "__restore_key__": (), "pid": os.getpid()}
+
+    with energon_rs.get_loader(train(task_encoder=Where(), batch_size=None), worker_type="process") as loader:
+        seen = {s["pid"] for s in itertools.islice(iter(loader), 20)}
+        children = {p.pid for p in multiprocessing.active_children()}
+    assert len(seen) == 2 and seen <= children and os.getpid() not in seen
+
+
+def test_arrays_arrive_as_writable_arrays_over_shared_memory():
+    with energon_rs.get_loader(train(batch_size=8), worker_type="process") as loader:
+        batch = next(iter(loader))
+        assert batch.image.shape == (8, 3, 32, 32) and batch.image.flags.writeable
+        batch.image[0, 0, 0, 0] = 7
+        assert batch.image[0, 0, 0, 0] == 7
+        with energon_rs.get_loader(train(batch_size=8), worker_type="thread") as threads:
+            assert digest(next(iter(threads)).image[1:]) == digest(batch.image[1:])
+
+
+def memfds() -> int:
+    """The shared-memory segments of items this process has mapped or open."""
+    n = 0
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        n += "energon-item" in line
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += "energon-item" in os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            pass
+    return n
+
+
+def test_close_ends_the_workers_and_frees_the_shared_memory():
+    loader = energon_rs.get_loader(train(batch_size=32), worker_type="process")
+    items = take(loader, 5)
+    assert len(items) == 5
+    pids = [p.pid for p in loader._workers.processes]
+    loader.close()
+    gc.collect()
+    assert memfds() == 0
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
+    assert list(iter(loader)) == []
+
+
+def test_a_hook_exception_is_raised_as_it_was_naming_the_worker():
+    ds = train(task_encoder=Failing(), batch_size=None, shuffle_buffer_size=None)
+    loader = energon_rs.get_loader(ds, worker_type="process")
+    with pytest.raises(energon_rs.FatalSampleError, match="no such thing") as info:
+        list(itertools.islice(iter(loader), 200))
+    assert isinstance(info.value.__cause__, MemoryError)
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    # The worker's own traceback, down to the hook that raised.
+    assert "raised in energon_rs worker process" in notes and "in encode_sample" in notes
+    loader.close()
+    assert not multiprocessing.active_children()
+
+
+def test_a_killed_worker_is_an_error_naming_it_within_seconds():
+    loader = energon_rs.get_loader(train(batch_size=None), worker_type="process")
+    it = iter(loader)
+    next(it)
+    victim = loader._workers.processes[1]
+    os.kill(victim.pid, signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(energon_rs.LoaderError, match=r"worker 1 was lost: its process \d+ was killed by signal SIGKILL"):
+        for _ in range(1000):
+            next(it)
+    assert time.monotonic() - start < 10
+    loader.close()
+    assert not multiprocessing.active_children()
+
+
+def test_spawned_workers_rebuild_the_dataset():
+    with energon_rs.get_loader(train(), worker_type="spawn") as spawned:
+        got = take(spawned, 10)
+    with energon_rs.get_loader(train(), worker_type="thread") as threads:
+        assert take(threads, 10) == got
+
+
+def test_iterating_again_continues_the_same_workers():
+    ds = train(path=REF_SMALL, batch_size=None)
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)
+    val = energon_rs.get_val_dataset(REF_SMALL, split_part="train", worker_config=wc, batch_size=10, task_encoder=Upper())
+    del ds
+    with energon_rs.get_loader(val, worker_type="process") as loader:
+        first = [digest(b) for b in loader]
+        workers = [p.pid for p in loader._workers.processes]
+        second = [digest(b) for b in loader]
+        assert [p.pid for p in loader._workers.processes] == workers
+    with energon_rs.get_loader(val, worker_type="thread") as threads:
+        assert [digest(b) for b in threads] == first
+        assert [digest(b) for b in threads] == second
+    assert len(first) == 20
+
+
+def test_unknown_worker_types_are_refused():
+    with pytest.raises(ValueError, match="worker_type"):
+        energon_rs.get_loader(train(), worker_type="greenlet")
