@@ -41,7 +41,11 @@ def main() -> int:
 
     hook = bench_hooks.hook(args.hook)
     if hook is not None:
-        Encoder.encode_sample = lambda self, sample: hook(sample)
+
+        def encode_sample(self, sample):
+            return hook(sample)
+
+        Encoder.encode_sample = encode_sample
 
     wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=args.num_workers)
     ds = energon_rs.get_train_dataset(

@@ -44,8 +44,11 @@ fn worker_seed(
     Ok(seed.get())
 }
 
-/// The native extension module.
-#[pymodule]
+/// The native extension module. It declares that it does not need the GIL: every class is
+/// `Sync` (PyO3 checks it), the Rust state they share is behind locks or atomics, and Python
+/// objects are touched only while attached to the interpreter; so on a free-threaded
+/// interpreter the loader's worker threads run Python hooks in parallel.
+#[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;

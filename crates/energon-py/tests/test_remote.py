@@ -202,3 +202,50 @@ def test_epath_reads_and_writes_objects(s3):
         out.unlink()
     with pytest.raises(FileNotFoundError):
         (root / "missing").read_bytes()
+
+
+def remote_batches(worker_type, n=12, dataset="s3://data/ref"):
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)
+    ds = energon_rs.get_train_dataset(
+        dataset, worker_config=wc, batch_size=4, shuffle_buffer_size=8, max_samples_per_sequence=None
+    )
+    with energon_rs.get_loader(ds, worker_type=worker_type) as loader:
+        it = iter(loader)
+        return [(keys_of(b), b.image.tobytes()) for b in (next(it) for _ in range(n))]
+
+
+def test_worker_processes_forked_after_remote_reads_read_on(s3):
+    """A loader of forked worker processes over `s3://`, after this process read the bucket
+    with threads: each child makes its own object-store runtime (the parent's has no threads
+    there) and reads what the thread loader read."""
+    threads = remote_batches("thread")
+    start = time.monotonic()
+    assert remote_batches("fork") == threads
+    assert remote_batches("spawn") == threads
+    assert time.monotonic() - start < 120
+
+
+def test_a_child_forked_after_remote_reads_reads_the_bucket(s3):
+    """A plain fork (not a loader's) after remote reads: the child's next request answers."""
+    want = (REF_SMALL / ".nv-meta" / "dataset.yaml").read_bytes()
+    assert EPath("s3://data/ref/.nv-meta/dataset.yaml").read_bytes() == want
+    remote_batches("thread", n=2)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            got = EPath("s3://data/ref/.nv-meta/dataset.yaml").read_bytes()
+            code = 0 if got == want else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child's request did not answer in 60 s")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0

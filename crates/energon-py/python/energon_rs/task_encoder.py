@@ -670,4 +670,7 @@ def _hooks(
         encode_batch=hook("encode_batch"),
         skip=_SKIP,
         torch=torch,
+        # Whether Python runs for every sample or batch (a loader then runs its workers in
+        # processes by default: `energon_rs.loader._worker_type`).
+        per_sample_python=bool(overridden) or bool(task_encoder.cookers),
     )
