@@ -143,14 +143,18 @@ pub(crate) struct PyLoader {
     /// The sockets of its worker processes: shut down on close, so that the pump's wait on a
     /// worker returns.
     sockets: Vec<std::os::unix::net::UnixStream>,
+    /// The Python object that started the worker processes (`energon_rs.workers.ProcessWorkers`):
+    /// kept while the loader lives (whoever holds only the iterator), closed with it.
+    processes: Option<Py<PyAny>>,
 }
 
 #[pymethods]
 impl PyLoader {
     /// Starts the loader of `spec`: with `worker` unset, the rank's loader with its worker
     /// threads; with `worker = w`, only local worker `w`'s pipeline, in this process (for torch
-    /// `DataLoader` worker processes); with `processes`, a `(socket fd, pid)` per local worker,
-    /// the rank's loader over worker processes that serve their pipelines (`_serve_worker`);
+    /// `DataLoader` worker processes); with `processes` (an `energon_rs.workers.ProcessWorkers`,
+    /// whose `links()` gives a `(socket fd, pid)` per local worker), the rank's loader over worker
+    /// processes that serve their pipelines (`serve_worker`), which `close` ends;
     /// with `inline`, the rank's loader pulling every worker's pipeline in its own thread. A
     /// `savable` loader keeps its state after every item (`save_state`); `restore` is a state
     /// it saved (`save_state`'s bytes), to continue from.
@@ -167,7 +171,7 @@ impl PyLoader {
         worker: Option<usize>,
         savable: bool,
         restore: Option<&[u8]>,
-        processes: Option<Vec<(i32, i32)>>,
+        processes: Option<Py<PyAny>>,
         inline: bool,
     ) -> PyResult<Self> {
         let spec = source_of(spec)?;
@@ -179,13 +183,12 @@ impl PyLoader {
             worker: worker.map(|w| loader_worker_id(&config, w)),
         };
         let restore = restore.map(|bytes| rank_state(bytes, rank)).transpose()?;
-        let workers = match processes {
-            Some(processes) => Some(
-                processes
-                    .into_iter()
-                    .map(|(fd, pid)| ProcessWorker::new(fd, pid))
-                    .collect::<PyResult<Vec<_>>>()?,
-            ),
+        let workers = match &processes {
+            Some(processes) => {
+                let links: Vec<(i32, i32)> = processes.bind(py).call_method0("links")?.extract()?;
+                let workers = links.into_iter().map(|(fd, pid)| ProcessWorker::new(fd, pid));
+                Some(workers.collect::<PyResult<Vec<_>>>()?)
+            }
             None => None,
         };
         let sockets = workers
@@ -219,6 +222,7 @@ impl PyLoader {
             rank,
             state,
             sockets,
+            processes,
         })
     }
 
@@ -282,8 +286,9 @@ impl PyLoader {
         self.rank
     }
 
-    /// Stops the worker threads (also done when the loader is garbage collected).
-    fn close(&mut self, py: Python<'_>) {
+    /// Stops the workers, threads or processes (also done when the loader is garbage
+    /// collected).
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
         self.shutdown_sockets();
         self.sockets.clear();
         let pump = self.pump.take();
@@ -305,6 +310,12 @@ impl PyLoader {
                 std::mem::forget(pump);
             }
         }
+        if let Some(processes) = self.processes.take()
+            && std::process::id() == self.pid
+        {
+            processes.bind(py).call_method0("close")?;
+        }
+        Ok(())
     }
 }
 
@@ -323,13 +334,15 @@ impl PyLoader {
 
 impl Drop for PyLoader {
     fn drop(&mut self) {
-        if self.pump.is_some() {
+        if self.pump.is_some() || self.processes.is_some() {
             Python::attach(|py| {
                 // A loader is often dropped while its own exception propagates (the `for` loop
                 // that iterated it lets go of it): closing calls into Python, which must not
                 // see, or clear, that pending exception.
                 let pending = PyErr::take(py);
-                self.close(py);
+                if let Err(err) = self.close(py) {
+                    err.write_unraisable(py, None);
+                }
                 if let Some(err) = pending {
                     err.restore(py);
                 }

@@ -206,7 +206,8 @@ def test_cookers_get_the_aux_stores_of_their_dataset(tmp_path, prepared, media_f
     ds = energon_rs.get_val_dataset(
         mds, split_part="train", worker_config=wc, batch_size=None, task_encoder=Encoder()
     )
-    samples = list(energon_rs.get_loader(ds))
+    # The cooker records its calls in this process: worker threads.
+    samples = list(energon_rs.get_loader(ds, worker_type="thread"))
     assert len(samples) == 200
     first = next(s for s in samples if s.__key__ == "0")
     assert first.image.shape == (3, 32, 32)

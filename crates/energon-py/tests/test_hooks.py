@@ -36,7 +36,8 @@ def test_encode_sample_runs_on_worker_threads(ref_small):
             assert isinstance(sample.image, np.ndarray)
             return Encoded.derive_from(sample, pixels=sample.image.size, caption=sample.caption.upper())
 
-    items = list(energon_rs.get_loader(val(ref_small, Encoder())))
+    # Threads by name: with Python hooks the default worker type is processes.
+    items = list(energon_rs.get_loader(val(ref_small, Encoder()), worker_type="thread"))
     assert len(items) == 200
     assert all(isinstance(s, Encoded) and s.pixels == 3 * 32 * 32 for s in items)
     assert items[0].caption == "CAT AND A LARGE SMALL"
@@ -71,7 +72,9 @@ def test_default_task_encoder_batch_types(ref_small):
         caption: list
 
     te = energon_rs.DefaultTaskEncoder(batch_type=MyBatch)
-    batch = next(iter(energon_rs.get_loader(val(ref_small, te, batch_size=3))))
+    # A class local to a function does not pickle: worker processes could not send its batches
+    # (nor could the reference's).
+    batch = next(iter(energon_rs.get_loader(val(ref_small, te, batch_size=3), worker_type="thread")))
     assert isinstance(batch, MyBatch) and batch.image.shape == (3, 3, 32, 32)
 
 
@@ -388,7 +391,7 @@ def test_batch_hooks_run_on_worker_threads(ref_small):
             threads.add(threading.get_native_id())
             return {"keys": batch}
 
-    batches = list(energon_rs.get_loader(val(ref_small, Encoder(), batch_size=10)))
+    batches = list(energon_rs.get_loader(val(ref_small, Encoder(), batch_size=10), worker_type="thread"))
     assert sorted(k for b in batches for k in b["keys"]) == [f"{i:08d}" for i in range(200)]
     # Both hooks of each batch ran on the two worker threads, not on the main thread.
     assert len(threads) == 2 and threading.get_native_id() not in threads

@@ -287,7 +287,9 @@ def test_ctrl_c_interrupts_a_blocked_iteration(ref_small):
     ds = energon_rs.get_val_dataset(
         ref_small, split_part="train", worker_config=wc, batch_size=None, task_encoder=Blocking()
     )
-    loader = energon_rs.get_loader(ds)
+    # The hook shares events with this test: worker threads (processes have their own; the
+    # Ctrl-C of process workers is in test_worker_types.py).
+    loader = energon_rs.get_loader(ds, worker_type="thread")
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
         # Built before the interrupt is armed: building calls Python code, where the

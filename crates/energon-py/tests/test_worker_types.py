@@ -11,6 +11,7 @@ import itertools
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -237,3 +238,26 @@ def test_iterating_again_continues_the_same_workers():
 def test_unknown_worker_types_are_refused():
     with pytest.raises(ValueError, match="worker_type"):
         energon_rs.get_loader(train(), worker_type="greenlet")
+
+
+class Slow(energon_rs.DefaultTaskEncoder):
+    def encode_sample(self, sample):
+        time.sleep(60)
+        return sample
+
+
+def test_ctrl_c_interrupts_a_wait_on_worker_processes_and_close_ends_them():
+    loader = energon_rs.get_loader(train(task_encoder=Slow(), batch_size=None), worker_type="process")
+    it = iter(loader)
+    pids = [p.pid for p in loader._workers.processes]
+    gc.collect()
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        next(it)
+    timer.join()
+    loader.close()
+    # Interrupted and closed in seconds, although the hooks sleep for a minute.
+    assert time.monotonic() - start < 10
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)

@@ -28,6 +28,7 @@ __all__ = [
     "prepare_metadataset",
     "reshape_checkpoints",
     "resolve_metadataset",
+    "serve_worker",
     "storage_is_dir",
     "storage_is_file",
     "storage_list",
@@ -160,6 +161,8 @@ class _Loader:
         worker: Optional[int] = None,
         savable: bool = False,
         restore: Optional[bytes] = None,
+        processes: Optional[Any] = None,
+        inline: bool = False,
     ) -> _Loader: ...
     def __iter__(self) -> Iterator[Any]: ...
     def __next__(self) -> Any: ...
@@ -239,3 +242,11 @@ def checkpoint_topology(bytes: bytes) -> tuple[int, int, int]: ...
 def reshape_checkpoints(
     states: list[bytes], new_world_size: int, new_num_workers: int
 ) -> list[bytes]: ...
+def serve_worker(
+    spec: Union[_DatasetSpec, _CombinedSpec],
+    worker: int,
+    fd: int,
+    *,
+    prefetch: int = 2,
+    restore: Optional[bytes] = None,
+) -> None: ...

@@ -414,8 +414,9 @@ class BasicDataLoader:
             options: dict = {}
             method = start_method(self.worker_type)
             if method is not None:
+                # The native loader keeps them (also when only its iterator is held) and ends them.
                 self._workers = ProcessWorkers(self.dataset, method, self._prefetch_factor, self._restore)
-                options["processes"] = self._workers.links()
+                options["processes"] = self._workers
             elif self.worker_type == "main":
                 options["inline"] = True
             try:

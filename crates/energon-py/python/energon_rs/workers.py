@@ -177,6 +177,12 @@ def _serve(
     # open here, they would hide the main process's end from those workers.
     for other in inherited:
         other.close()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        # torch's thread pool of the parent is not in a forked child (its next parallel region
+        # would wait forever), and workers share the cores anyway: one thread, as torch's own
+        # DataLoader workers run.
+        torch.set_num_threads(1)
     try:
         if spec is None:
             from .loader import _dataset
@@ -251,11 +257,15 @@ class ProcessWorkers:
             except OSError:
                 pass
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Ends the workers: their sockets first, then the processes (killed after `timeout`)."""
+    def close(self, timeout: float = 0.5) -> None:
+        """Ends the workers: their sockets first (a worker stops at its next message), then the
+        processes still running after `timeout` (inside a hook: terminated, then killed)."""
         self.shutdown()
         for process in self.processes:
             process.join(timeout)
+            if process.is_alive():
+                process.terminate()
+                process.join(2.0)
             if process.is_alive():
                 process.kill()
                 process.join()
@@ -267,4 +277,4 @@ class ProcessWorkers:
     def __del__(self) -> None:
         # A forked copy of this object (in a worker) owns nothing.
         if self.processes and os.getpid() == self._pid:
-            self.close(timeout=1.0)
+            self.close()
