@@ -18,8 +18,8 @@ use energon_dist::WorkerConfig;
 
 mod worker;
 
-pub use worker::{InlineWorker, WorkerLink, WorkerMessage, WorkerStart, serve_worker};
 use worker::resume;
+pub use worker::{InlineWorker, WorkerLink, WorkerMessage, WorkerStart, serve_worker};
 
 use crate::{
     checkpoint::{LoaderState, PipelineConfig, WorkerState},

@@ -474,7 +474,10 @@ pub(crate) fn source_of<'a>(spec: &'a Bound<'_, PyAny>) -> PyResult<&'a dyn Load
 }
 
 /// `message` with its item changed by `f`.
-pub(crate) fn map_message<A, B>(message: WorkerMessage<A>, f: impl FnOnce(A) -> B) -> WorkerMessage<B> {
+pub(crate) fn map_message<A, B>(
+    message: WorkerMessage<A>,
+    f: impl FnOnce(A) -> B,
+) -> WorkerMessage<B> {
     match message {
         WorkerMessage::Resumed(n) => WorkerMessage::Resumed(n),
         WorkerMessage::Item(item, state) => WorkerMessage::Item(f(item), state),

@@ -69,7 +69,8 @@ impl Header {
         b[0] = self.kind;
         b[1] = u8::from(self.has_fd);
         b[2] = u8::from(self.has_state);
-        for (i, v) in [self.n, self.key_len, self.state_len, self.data_len].into_iter().enumerate() {
+        for (i, v) in [self.n, self.key_len, self.state_len, self.data_len].into_iter().enumerate()
+        {
             b[8 + 8 * i..16 + 8 * i].copy_from_slice(&v.to_le_bytes());
         }
         b
@@ -227,8 +228,7 @@ impl Outbox {
         let packed = Python::attach(|py| -> PyResult<(Vec<u8>, Option<OwnedFd>)> {
             let obj = to_python(py, prepare(Ok(raw)), std::slice::from_ref(&self.hooks))?
                 .expect("an item is not the end of a pass");
-            let (data, fd): (Vec<u8>, i64) =
-                transport(py, "dumps")?.call1((obj,))?.extract()?;
+            let (data, fd): (Vec<u8>, i64) = transport(py, "dumps")?.call1((obj,))?.extract()?;
             // SAFETY: `dumps` hands the descriptor over to us.
             let fd = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
             Ok((data, fd))
@@ -295,14 +295,18 @@ pub(crate) fn serve_worker(
     let source = crate::loader::source_of(spec)?;
     let hooks = source.all_hooks().swap_remove(0);
     let restore = restore.map(|b| rank_state(b, source.worker_config().rank())).transpose()?;
-    // The socket stays Python's; this process's end is a duplicate.
-    let stream = UnixStream::from(
-        nix::unistd::dup(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) })
-            .map_err(|e| to_py_err(&std::io::Error::from(e)))?,
-    );
+    let stream = dup_stream(fd)?;
     let mut outbox = Outbox { stream, hooks, prefetch: prefetch.max(1), in_flight: 0 };
-    py.detach(|| source.serve(worker, restore, &mut |m| outbox.send(m)))
-        .map_err(|e| to_py_err(&e))
+    py.detach(|| source.serve(worker, restore, &mut |m| outbox.send(m))).map_err(|e| to_py_err(&e))
+}
+
+/// A duplicate of the socket `fd` that a Python socket object owns (which stays open and the
+/// caller's: shutting it down ends this duplicate's reads too).
+fn dup_stream(fd: RawFd) -> PyResult<UnixStream> {
+    // SAFETY: `fd` is the descriptor of a socket the caller keeps open during this call.
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let owned = nix::unistd::dup(borrowed).map_err(|e| to_py_err(&std::io::Error::from(e)))?;
+    Ok(UnixStream::from(owned))
 }
 
 /// The main process's end of one worker process's socket, as energon-cook's `WorkerLink` of
@@ -326,10 +330,7 @@ impl ProcessWorker {
     /// The worker of socket `fd` (duplicated: the Python socket object stays the caller's, and
     /// shutting it down ends this link's reads) and process `pid`.
     pub(crate) fn new(fd: RawFd, pid: i32) -> PyResult<Self> {
-        // SAFETY: `fd` is a socket the caller keeps open during this call.
-        let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-        let owned = nix::unistd::dup(borrowed).map_err(|e| to_py_err(&std::io::Error::from(e)))?;
-        Ok(ProcessWorker { stream: UnixStream::from(owned), pid })
+        Ok(ProcessWorker { stream: dup_stream(fd)?, pid })
     }
 
     /// The link of local worker `worker`, whose items become `T`s.
@@ -401,7 +402,9 @@ impl<T> ProcessLink<T> {
                     Ok(loads.call1((pyo3::types::PyBytes::new(py, &frame.data), fd))?.unbind())
                 });
                 match obj {
-                    Ok(obj) => WorkerMessage::Item(Keyed { restore_key, value: (self.wrap)(obj) }, state),
+                    Ok(obj) => {
+                        WorkerMessage::Item(Keyed { restore_key, value: (self.wrap)(obj) }, state)
+                    }
                     Err(err) => WorkerMessage::Failed(self.keep(err)),
                 }
             }
@@ -409,7 +412,11 @@ impl<T> ProcessLink<T> {
                 let err = Python::attach(|py| {
                     let exc = transport(py, "load_error")
                         .and_then(|f| {
-                            f.call1((pyo3::types::PyBytes::new(py, &frame.data), self.worker, self.pid))
+                            f.call1((
+                                pyo3::types::PyBytes::new(py, &frame.data),
+                                self.worker,
+                                self.pid,
+                            ))
                         })
                         .map(PyErr::from_value);
                     exc.unwrap_or_else(|e| e)
@@ -441,7 +448,9 @@ impl<T> ProcessLink<T> {
         let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
         let ended = loop {
             match waitid(Id::Pid(Pid::from_raw(pid)), flags) {
-                Ok(WaitStatus::Exited(_, code)) => break Some(format!("exited with status {code}")),
+                Ok(WaitStatus::Exited(_, code)) => {
+                    break Some(format!("exited with status {code}"));
+                }
                 Ok(WaitStatus::Signaled(_, signal, _)) => {
                     break Some(format!("was killed by signal {}", signal.as_str()));
                 }

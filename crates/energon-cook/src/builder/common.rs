@@ -177,7 +177,8 @@ impl Common {
         batches: bool,
         worker: usize,
     ) -> Result<WorkerStart> {
-        let options = self.start_options(worker_config, config, FailureStats::default(), batches)?;
+        let options =
+            self.start_options(worker_config, config, FailureStats::default(), batches)?;
         Ok(options.starts.get(worker).cloned().unwrap_or_default())
     }
 

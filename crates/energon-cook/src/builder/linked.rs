@@ -127,7 +127,7 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
     /// Deals a reshaped state to restore over this rank's workers (see `deal_reshaped`),
     /// building the fresh pipelines it needs only when there is one.
     fn deal_reshaped_by(&mut self, plan: &energon_mix::MixPlan, batches: bool) -> Result<()> {
-        if !self.common.restore.as_ref().is_some_and(|s| s.reshaped.is_some()) {
+        if self.common.restore.as_ref().is_none_or(|s| s.reshaped.is_none()) {
             return Ok(());
         }
         let stats = FailureStats::default();

@@ -251,11 +251,10 @@ fn linked_workers_give_the_order_and_indices_of_threads() {
         .unwrap()
         .map(|i| i.map(|l| (l.worker, l.index, l.value)).unwrap())
         .collect();
-    for loader in [
-        served(make(), StartOptions::default()),
-        inline(make(), StartOptions::default()),
-    ] {
-        let got: Vec<_> = loader.map(|i| i.map(|l| (l.worker, l.index, l.value)).unwrap()).collect();
+    for loader in [served(make(), StartOptions::default()), inline(make(), StartOptions::default())]
+    {
+        let got: Vec<_> =
+            loader.map(|i| i.map(|l| (l.worker, l.index, l.value)).unwrap()).collect();
         assert_eq!(got, want);
     }
 }

@@ -2,12 +2,12 @@
 //! rest of the crate makes.
 
 use std::{
+    cell::RefCell,
     collections::BTreeMap,
     future::Future,
     io,
     ops::Range,
     path::{Path, PathBuf},
-    cell::RefCell,
     sync::{
         Arc, Mutex, OnceLock, PoisonError,
         atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering},
