@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod elastic;
+mod linked;
 mod mix_traces;
 mod plans;
 mod props;
