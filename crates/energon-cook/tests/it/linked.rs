@@ -31,9 +31,8 @@ fn linked(num_workers: usize, restore: Option<&LoaderState>) -> Loader<Item> {
     };
     let links = (0..num_workers.max(1))
         .map(|w| {
-            let worker = with_state(builder(num_workers))
-                .batch_worker(w, &FailureStats::default())
-                .unwrap();
+            let worker =
+                with_state(builder(num_workers)).batch_worker(w, &FailureStats::default()).unwrap();
             let (sender, receiver) = crossbeam_channel::bounded::<WorkerMessage<Item>>(1);
             thread::spawn(move || worker.serve(|m| sender.send(m).is_ok()));
             Box::new(receiver) as Box<dyn WorkerLink<Item>>
