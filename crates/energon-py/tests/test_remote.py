@@ -249,3 +249,27 @@ def test_a_child_forked_after_remote_reads_reads_the_bucket(s3):
             pytest.fail("the forked child's request did not answer in 60 s")
         time.sleep(0.05)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_torch_dataloader_workers_over_the_bucket(s3):
+    """`torch.utils.data.DataLoader(IterableDataset(ds), num_workers=2)` over `s3://`, forked
+    after this process read the bucket: the reference's order, no crash, no hang."""
+    from conftest import torch_or_skip
+
+    torch = torch_or_skip()
+    from energon_rs.torch import IterableDataset
+
+    local = remote_batches("thread", n=10, dataset=str(REF_SMALL))
+    remote_batches("thread", n=2)
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)
+    ds = energon_rs.get_train_dataset(
+        "s3://data/ref", worker_config=wc, batch_size=4, shuffle_buffer_size=8, max_samples_per_sequence=None
+    )
+    loader = torch.utils.data.DataLoader(IterableDataset(ds), batch_size=None, num_workers=2)
+    got = []
+    for batch in loader:
+        got.append((keys_of(batch), batch.image.tobytes()))
+        if len(got) == 10:
+            break
+    del loader
+    assert got == local
