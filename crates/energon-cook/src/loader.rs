@@ -217,21 +217,7 @@ impl<I: Send + 'static> Loader<I> {
         config: LoaderConfig,
         state: &LoaderState,
     ) -> Result<Self> {
-        let options = StartOptions {
-            checkpoint_every: 1,
-            starts: state
-                .workers
-                .iter()
-                .map(|w| WorkerStart {
-                    state: w.state.clone(),
-                    replay: w.replay,
-                    exhausted: w.exhausted,
-                })
-                .collect(),
-            next_worker: state.next_worker,
-            ..StartOptions::default()
-        };
-        Loader::start(pipelines, config, options)
+        Loader::start(pipelines, config, StartOptions::of_state(state))
     }
 
     /// A loader whose workers start where `options` says.
@@ -309,6 +295,25 @@ impl<I: Send + 'static> Loader<I> {
 }
 
 impl StartOptions {
+    /// Where the workers of `state` start, with states after every item (as
+    /// [`Loader::restored`] restores them).
+    pub(crate) fn of_state(state: &LoaderState) -> Self {
+        StartOptions {
+            checkpoint_every: 1,
+            starts: state
+                .workers
+                .iter()
+                .map(|w| WorkerStart {
+                    state: w.state.clone(),
+                    replay: w.replay,
+                    exhausted: w.exhausted,
+                })
+                .collect(),
+            next_worker: state.next_worker,
+            ..StartOptions::default()
+        }
+    }
+
     /// Every worker's start (fresh pipelines when none are given) and the first worker, checked
     /// against the number of workers.
     fn checked_starts(&self, n_workers: usize) -> Result<(Vec<WorkerStart>, usize)> {

@@ -188,25 +188,30 @@ proptest! {
     }
 }
 
+type Link = Box<dyn WorkerLink<(usize, usize)>>;
+
+/// A linked loader over `pipelines`, each made a link by `link` with its start.
+fn linked_by(
+    pipelines: Vec<Box<dyn Stage<Item = (usize, usize)>>>,
+    options: StartOptions,
+    link: impl Fn(Box<dyn Stage<Item = (usize, usize)>>, WorkerStart) -> Link,
+) -> Loader<(usize, usize)> {
+    let (starts, _) = options.checked_starts(pipelines.len()).unwrap();
+    let links = pipelines.into_iter().zip(starts).map(|(p, start)| link(p, start)).collect();
+    Loader::linked(links, options).unwrap()
+}
+
 /// A linked loader over `pipelines`, each served from a thread of its own through a channel of
-/// one slot (as a worker process serves its pipeline through a socket), starting at `starts`.
+/// one slot (as a worker process serves its pipeline through a socket).
 fn served(
     pipelines: Vec<Box<dyn Stage<Item = (usize, usize)>>>,
     options: StartOptions,
 ) -> Loader<(usize, usize)> {
-    let (starts, _) = options.checked_starts(pipelines.len()).unwrap();
-    let links = pipelines
-        .into_iter()
-        .zip(starts)
-        .map(|(pipeline, start)| {
-            let (sender, receiver) = crossbeam_channel::bounded(1);
-            thread::spawn(move || {
-                serve_worker(pipeline, &start, 1, |m| sender.send(m).is_ok());
-            });
-            Box::new(receiver) as Box<dyn WorkerLink<(usize, usize)>>
-        })
-        .collect();
-    Loader::linked(links, options).unwrap()
+    linked_by(pipelines, options, |pipeline, start| {
+        let (sender, receiver) = crossbeam_channel::bounded(1);
+        thread::spawn(move || serve_worker(pipeline, &start, 1, |m| sender.send(m).is_ok()));
+        Box::new(receiver)
+    })
 }
 
 /// A linked loader whose pipelines are pulled in line.
@@ -214,33 +219,7 @@ fn inline(
     pipelines: Vec<Box<dyn Stage<Item = (usize, usize)>>>,
     options: StartOptions,
 ) -> Loader<(usize, usize)> {
-    let (starts, _) = options.checked_starts(pipelines.len()).unwrap();
-    let links = pipelines
-        .into_iter()
-        .zip(starts)
-        .map(|(p, start)| {
-            Box::new(InlineWorker::new(p, start, 1)) as Box<dyn WorkerLink<(usize, usize)>>
-        })
-        .collect();
-    Loader::linked(links, options).unwrap()
-}
-
-/// Where the workers of `state` start, as a builder restores them.
-fn options_of(state: &LoaderState) -> StartOptions {
-    StartOptions {
-        checkpoint_every: 1,
-        starts: state
-            .workers
-            .iter()
-            .map(|w| WorkerStart {
-                state: w.state.clone(),
-                replay: w.replay,
-                exhausted: w.exhausted,
-            })
-            .collect(),
-        next_worker: state.next_worker,
-        ..StartOptions::default()
-    }
+    linked_by(pipelines, options, |p, start| Box::new(InlineWorker::new(p, start, 1)))
 }
 
 #[test]
@@ -269,7 +248,10 @@ fn a_state_saved_by_linked_workers_restores_in_threads_and_back() {
     let threaded = Loader::restored(make(), threads(3), &state).unwrap();
     let got: Vec<_> = threaded.take(7).map(|i| i.unwrap().value).collect();
     assert_eq!(got, want);
-    for loader in [served(make(), options_of(&state)), inline(make(), options_of(&state))] {
+    for loader in [
+        served(make(), StartOptions::of_state(&state)),
+        inline(make(), StartOptions::of_state(&state)),
+    ] {
         let got: Vec<_> = loader.take(7).map(|i| i.unwrap().value).collect();
         assert_eq!(got, want);
     }
