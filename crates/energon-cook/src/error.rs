@@ -47,6 +47,14 @@ pub enum Error {
         /// The panic message, when it was a string.
         message: String,
     },
+    /// A hook written in another language raised an exception that ends the loader; the caller
+    /// that called the hook keeps the exception itself, to raise it again where the loader is
+    /// iterated.
+    #[error("a hook raised {message}")]
+    Raised {
+        /// The exception, as text.
+        message: String,
+    },
     /// A worker whose pipeline runs elsewhere (a worker process) ended or broke its link
     /// before its pipeline did; the loader cannot continue.
     #[error("loader worker {worker} was lost: {reason}")]

@@ -215,6 +215,7 @@ fn cook_kind(err: &energon_cook::Error) -> Kind {
         E::NothingToRepeat { .. }
         | E::WorkerPanicked { .. }
         | E::WorkerLost { .. }
+        | E::Raised { .. }
         | E::Spawn { .. } => Kind::Loader,
         _ => Kind::Other,
     }

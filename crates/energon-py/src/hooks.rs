@@ -79,10 +79,7 @@ impl Failure {
         if let Ok(mut slot) = self.0.lock() {
             slot.get_or_insert(err);
         }
-        energon_cook::Error::WorkerPanicked {
-            worker: 0,
-            message: format!("python hook: {message}"),
-        }
+        energon_cook::Error::Raised { message }
     }
 
     /// The kept exception, if any (taken once).
