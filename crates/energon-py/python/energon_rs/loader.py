@@ -2,8 +2,8 @@
 `get_savable_loader`, with the reference's names and defaults.
 
 A dataset is cheap: it holds the opened dataset and the pipeline settings. A loader runs the
-Rust pipeline (with `worker_config.num_workers` worker threads) and yields samples or batches in
-exactly the reference's order. Iterating never holds the GIL while waiting, and Ctrl-C
+Rust pipeline (with `worker_config.num_workers` workers: threads, or processes of their own, see
+`energon_rs.workers`) and yields samples or batches in exactly the reference's order. Iterating never holds the GIL while waiting, and Ctrl-C
 interrupts a wait.
 """
 

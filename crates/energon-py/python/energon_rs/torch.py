@@ -9,7 +9,8 @@
 Each DataLoader worker process runs the pipeline of its own worker id, so with
 `num_workers == worker_config.num_workers` the DataLoader's round robin yields exactly the
 reference's order. Worker processes are forked: each builds its own Rust loader (threads never
-cross a fork). `get_loader` runs the same pipelines on Rust threads and is faster.
+cross a fork). `get_loader` runs the same pipelines in its own workers (processes or threads,
+`worker_type`), with exact save and restore and arrays over shared memory instead of pickles.
 
 torch is imported when this module is.
 """
