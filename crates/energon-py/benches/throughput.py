@@ -35,6 +35,9 @@ def main() -> int:
     ap.add_argument("--hook", choices=list(bench_hooks.HOOKS), default="none", help="Python hook per sample")
     ap.add_argument("--worker-type", default=None, help="get_loader's worker_type (default: its default)")
     args = ap.parse_args()
+    if args.torch:
+        # As a training script has: torch imported before the loader starts.
+        import torch  # noqa: F401
 
     class Encoder(energon_rs.DefaultTaskEncoder):
         decoder = None if args.decode == "none" else energon_rs.SampleDecoder(image_decode=args.decode)

@@ -22,6 +22,7 @@ Worker types:
 
 from __future__ import annotations
 
+import gc
 import io
 import mmap
 import multiprocessing
@@ -223,6 +224,17 @@ class ProcessWorkers:
                     f"worker_type {method!r} rebuilds the dataset in each worker from its arguments, "
                     "which this dataset does not have (a combined dataset): use worker_type='fork'"
                 )
+        if forked and getattr(dataset, "_config", {}).get("torch"):
+            # Tensors come out of the workers, and this process takes them in: importing torch
+            # now, before the fork, shares its few hundred MB with the workers instead of each
+            # importing its own copy.
+            import torch  # noqa: F401
+        if forked:
+            # The objects of this process move to the collector's permanent generation while
+            # the workers fork: a worker's collections then never walk them, which would cost
+            # its CPU and copy every page they sit on (hundreds of MB with torch imported). This
+            # process gets them back at once (the workers keep their frozen copy).
+            gc.freeze()
         try:
             for worker in range(n):
                 ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -247,6 +259,9 @@ class ProcessWorkers:
         except BaseException:
             self.close()
             raise
+        finally:
+            if forked:
+                gc.unfreeze()
 
     def links(self) -> list[tuple[int, int]]:
         """Each worker's socket descriptor and process id, for the native loader."""
