@@ -67,3 +67,27 @@ print("not stopped")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 1 and "not stopped" not in res.stdout
     assert "waited more than 0.5s" in res.stderr
+
+
+def test_a_timeout_shows_the_stack_of_the_worker_process_it_waits_on():
+    """The watchdog of a loader with worker processes names them and has each write its stack:
+    a hook stuck in a worker shows where."""
+    script = f"""
+import time, energon_rs
+class Stuck(energon_rs.DefaultTaskEncoder):
+    def encode_sample(self, sample):
+        if sample.__key__ == "00000003":
+            time.sleep(3)
+        return sample.__key__
+wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=1)
+ds = energon_rs.get_val_dataset({str(REF_SMALL)!r}, split_part="train", worker_config=wc,
+                                batch_size=None, task_encoder=Stuck())
+with energon_rs.get_loader(ds, worker_type="process", watchdog_timeout_seconds=1) as loader:
+    assert len(list(loader)) == 200
+"""
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "energon_rs worker process 0 (pid" in res.stderr
+    # The worker's own stack (faulthandler's), down to the hook that is stuck: the main
+    # process's stacks never show the hook, which runs in the worker.
+    assert "in encode_sample" in res.stderr

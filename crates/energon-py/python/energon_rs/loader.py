@@ -439,6 +439,8 @@ class BasicDataLoader:
 
     def __iter__(self) -> Iterator[Any]:
         items = iter(self._loader())
+        if self._watchdog is not None:
+            self._watchdog.workers = self._workers
         if self._debug is not None:
             items = self._debug.iterate(items)
         return items if self._watchdog is None else self._watchdog.watch(items)

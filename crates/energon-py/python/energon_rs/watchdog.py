@@ -2,7 +2,8 @@
 
 `get_loader(ds, watchdog_timeout_seconds=60)` watches every wait for an item: when one lasts
 longer than the timeout (`watchdog_initial_timeout_seconds` for the first item), the watchdog
-logs the stacks of all threads of the process, once per timeout period; with
+logs the stacks of all threads of the process (and has each worker process of the loader, named,
+write its own to its standard error), once per timeout period; with
 `fail_on_timeout=True` it then ends the process (exit status 1), as a stuck job should not hold
 its machines. Time spent by the consumer between items does not count.
 """
@@ -43,6 +44,9 @@ class Watchdog:
         self._stopped = False
         self._active = 0  # watch() generators not finished
         self._thread: Optional[threading.Thread] = None
+        #: The loader's worker processes (`energon_rs.workers.ProcessWorkers`), whose stacks a
+        #: timeout reports too.
+        self.workers: Any = None
 
     def watch(self, items: Iterator[Any]) -> Iterator[Any]:
         """`items`, with each wait for the next one watched."""
@@ -114,6 +118,9 @@ class Watchdog:
             self.timeout,
             "\n".join(stacks),
         )
+        if self.workers is not None:
+            # Each worker process writes its own threads' stacks to its standard error.
+            self.workers.dump_stacks()
         if self.fail_on_timeout:
             logging.shutdown()
             os._exit(1)

@@ -22,6 +22,7 @@ Worker types:
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import io
 import mmap
@@ -177,6 +178,8 @@ def _serve(
     """A worker process's body: serves its worker's pipeline until the main process is gone."""
     # Ctrl-C is the main process's to handle: it closes its workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The main process's watchdog asks for the stacks of a worker it waits on too long.
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     # The main process's ends of the workers started before this one (a fork copies them): held
     # open here, they would hide the main process's end from those workers.
     for other in inherited:
@@ -266,6 +269,17 @@ class ProcessWorkers:
     def links(self) -> list[tuple[int, int]]:
         """Each worker's socket descriptor and process id, for the native loader."""
         return [(s.fileno(), p.pid) for s, p in zip(self.sockets, self.processes)]
+
+    def dump_stacks(self) -> None:
+        """Makes every worker process write the stacks of its threads to its standard error,
+        after a line naming it."""
+        for worker, process in enumerate(self.processes):
+            if process.is_alive():
+                print(f"energon_rs worker process {worker} (pid {process.pid}):", file=sys.stderr, flush=True)
+                try:
+                    os.kill(process.pid, signal.SIGUSR1)
+                except OSError:
+                    pass
 
     def shutdown(self) -> None:
         """Ends every socket, so that a read waiting on one returns (and the workers stop)."""
