@@ -261,3 +261,59 @@ def test_ctrl_c_interrupts_a_wait_on_worker_processes_and_close_ends_them():
     # Interrupted and closed in seconds, although the hooks sleep for a minute.
     assert time.monotonic() - start < 10
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
+
+
+def random_settings(seed: int) -> dict:
+    """Settings drawn from `seed`: dataset or blend, training or validation, workers, batch
+    size, shuffle buffer, sequence cuts, a Python hook or none."""
+    import random
+
+    rng = random.Random(seed)
+    path = rng.choice([REF_SMALL, MDS / "blend.yaml", REF_SMALL / "jsonl" / "data.jsonl"])
+    settings = dict(
+        path=path,
+        nw=rng.choice([1, 2, 3]),
+        batch_size=rng.choice([None, 1, 3, 7]),
+        training=rng.random() < 0.7,
+        task_encoder=rng.choice([Upper(), Twice(), energon_rs.DefaultTaskEncoder()]),
+    )
+    if path.suffix == ".jsonl":
+        settings["task_encoder"] = Packer()
+        settings["batch_size"] = None
+    elif path.suffix == ".yaml":
+        # The blend holds a crude JSONL dataset beside images: no common batch, no image hook.
+        settings["task_encoder"] = energon_rs.DefaultTaskEncoder()
+        settings["batch_size"] = None
+    if settings["training"]:
+        settings["shuffle_buffer_size"] = rng.choice([None, 2, 9])
+        settings["max_samples_per_sequence"] = rng.choice([None, 1, 4])
+    return settings
+
+
+def loader_of(settings: dict, worker_type: str):
+    s = dict(settings)
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=s.pop("nw"))
+    if s.pop("training"):
+        s.setdefault("shuffle_buffer_size", None)
+        s.setdefault("max_samples_per_sequence", None)
+        ds = energon_rs.get_train_dataset(s.pop("path"), worker_config=wc, **s)
+    else:
+        ds = energon_rs.get_val_dataset(s.pop("path"), split_part="train", worker_config=wc, **s)
+    return energon_rs.get_savable_loader(ds, worker_type=worker_type)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_settings_give_the_same_items_and_states_under_every_worker_type(seed):
+    """The property over drawn settings: every worker type yields the same items (digests of
+    keys, restore keys and arrays) and saves the same state after each of them."""
+    settings = random_settings(seed)
+    runs = {}
+    for worker_type in TYPES:
+        with loader_of(settings, worker_type) as loader:
+            it = iter(loader)
+            got = []
+            for item in itertools.islice(it, 25):
+                got.append((digest(item), loader.save_state_rank()["checkpoint"]))
+            runs[worker_type] = got
+    assert runs["process"] == runs["thread"], settings
+    assert runs["main"] == runs["thread"], settings
