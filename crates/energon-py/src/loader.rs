@@ -146,6 +146,8 @@ pub(crate) struct PyLoader {
     /// The Python object that started the worker processes (`energon_rs.workers.ProcessWorkers`):
     /// kept while the loader lives (whoever holds only the iterator), closed with it.
     processes: Option<Py<PyAny>>,
+    /// The worker process whose item the loader waits for now, if any.
+    waiting: crate::workers::Waiting,
 }
 
 #[pymethods]
@@ -183,10 +185,12 @@ impl PyLoader {
             worker: worker.map(|w| loader_worker_id(&config, w)),
         };
         let restore = restore.map(|bytes| rank_state(bytes, rank)).transpose()?;
+        let waiting = crate::workers::Waiting::new((-1).into());
         let workers = match &processes {
             Some(processes) => {
                 let links: Vec<(i32, i32)> = processes.bind(py).call_method0("links")?.extract()?;
-                let workers = links.into_iter().map(|(fd, pid)| ProcessWorker::new(fd, pid));
+                let workers =
+                    links.into_iter().map(|(fd, pid)| ProcessWorker::new(fd, pid, &waiting));
                 Some(workers.collect::<PyResult<Vec<_>>>()?)
             }
             None => None,
@@ -223,6 +227,7 @@ impl PyLoader {
             state,
             sockets,
             processes,
+            waiting,
         })
     }
 
@@ -280,6 +285,13 @@ impl PyLoader {
         Ok(PyBytes::new(py, &bytes))
     }
 
+    /// Which worker process the loader waits for (read while an iteration waits, from another
+    /// thread: the watchdog's).
+    #[getter]
+    fn waiting(&self) -> WaitingOn {
+        WaitingOn(std::sync::Arc::clone(&self.waiting))
+    }
+
     /// The rank whose state this loader saves.
     #[getter]
     fn rank(&self) -> usize {
@@ -316,6 +328,19 @@ impl PyLoader {
             processes.bind(py).call_method0("close")?;
         }
         Ok(())
+    }
+}
+
+/// The worker process a loader waits for now, readable while the loader is iterated.
+#[pyclass(name = "_WaitingOn", module = "energon_rs._native", frozen)]
+pub(crate) struct WaitingOn(crate::workers::Waiting);
+
+#[pymethods]
+impl WaitingOn {
+    /// The local worker (`None`: the loader waits for none, or its workers are threads).
+    #[getter]
+    fn worker(&self) -> Option<usize> {
+        usize::try_from(self.0.load(std::sync::atomic::Ordering::Relaxed)).ok()
     }
 }
 

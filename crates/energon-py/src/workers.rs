@@ -318,19 +318,24 @@ pub(crate) struct ProcessLink<T> {
     hooks: Arc<Hooks>,
     wrap: fn(Py<PyAny>) -> T,
     done: bool,
+    waiting: Waiting,
 }
+
+/// The worker whose message the loader waits for now (-1: none), for the watchdog's report.
+pub(crate) type Waiting = Arc<std::sync::atomic::AtomicI64>;
 
 /// A worker process as the main process knows it: its socket and process id.
 pub(crate) struct ProcessWorker {
     pub(crate) stream: UnixStream,
     pub(crate) pid: i32,
+    waiting: Waiting,
 }
 
 impl ProcessWorker {
     /// The worker of socket `fd` (duplicated: the Python socket object stays the caller's, and
     /// shutting it down ends this link's reads) and process `pid`.
-    pub(crate) fn new(fd: RawFd, pid: i32) -> PyResult<Self> {
-        Ok(ProcessWorker { stream: dup_stream(fd)?, pid })
+    pub(crate) fn new(fd: RawFd, pid: i32, waiting: &Waiting) -> PyResult<Self> {
+        Ok(ProcessWorker { stream: dup_stream(fd)?, pid, waiting: Arc::clone(waiting) })
     }
 
     /// The link of local worker `worker`, whose items become `T`s.
@@ -347,6 +352,7 @@ impl ProcessWorker {
             hooks: Arc::clone(hooks),
             wrap,
             done: false,
+            waiting: self.waiting,
         })
     }
 }
@@ -366,7 +372,11 @@ impl<T: Send> WorkerLink<Keyed<T>> for ProcessLink<T> {
         if self.done {
             return None;
         }
-        let message = match read_frame(&mut self.stream) {
+        let waiting = &self.waiting;
+        waiting.store(self.worker as i64, std::sync::atomic::Ordering::Relaxed);
+        let frame = read_frame(&mut self.stream);
+        waiting.store(-1, std::sync::atomic::Ordering::Relaxed);
+        let message = match frame {
             Ok(Some(frame)) => {
                 // Acknowledged at once: the worker may make its next item.
                 let _ = self.stream.write_all(&[1]);

@@ -88,6 +88,7 @@ with energon_rs.get_loader(ds, worker_type="process", watchdog_timeout_seconds=1
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "energon_rs worker process 0 (pid" in res.stderr
+    assert "the loader waits for an item of worker process 0 (pid" in res.stderr
     # The worker's own stack (faulthandler's), down to the hook that is stuck: the main
     # process's stacks never show the hook, which runs in the worker.
     assert "in encode_sample" in res.stderr

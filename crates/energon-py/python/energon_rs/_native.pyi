@@ -18,6 +18,7 @@ __all__ = [
     "_FileStore",
     "_Loader",
     "_Reader",
+    "_WaitingOn",
     "__version__",
     "checkpoint_topology",
     "dataset_config",
@@ -168,8 +169,15 @@ class _Loader:
     def __next__(self) -> Any: ...
     def save_state(self) -> bytes: ...
     @property
+    def waiting(self) -> _WaitingOn: ...
+    @property
     def rank(self) -> int: ...
     def close(self) -> None: ...
+
+@final
+class _WaitingOn:
+    @property
+    def worker(self) -> Optional[int]: ...
 
 @final
 class _FileStore:

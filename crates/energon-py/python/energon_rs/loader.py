@@ -404,6 +404,7 @@ class BasicDataLoader:
         self._prefetch_factor = prefetch_factor
         self._native: Any = None
         self._workers: Optional[ProcessWorkers] = None
+        self._waiting: Any = None
         self._restore: Optional[bytes] = None
         self._watchdog = watchdog
         kind = "SavableLoader" if self._savable else "BasicDataLoader"
@@ -430,6 +431,8 @@ class BasicDataLoader:
             except BaseException:
                 self._close_workers()
                 raise
+            # Taken now: the loader cannot be read while an iteration waits in it.
+            self._waiting = self._native.waiting
         return self._native
 
     def _close_workers(self) -> None:
@@ -441,6 +444,7 @@ class BasicDataLoader:
         items = iter(self._loader())
         if self._watchdog is not None:
             self._watchdog.workers = self._workers
+            self._watchdog.waiting = self._waiting
         if self._debug is not None:
             items = self._debug.iterate(items)
         return items if self._watchdog is None else self._watchdog.watch(items)

@@ -47,6 +47,8 @@ class Watchdog:
         #: The loader's worker processes (`energon_rs.workers.ProcessWorkers`), whose stacks a
         #: timeout reports too.
         self.workers: Any = None
+        #: Which worker process the watched loader waits for (`_native._WaitingOn`).
+        self.waiting: Any = None
 
     def watch(self, items: Iterator[Any]) -> Iterator[Any]:
         """`items`, with each wait for the next one watched."""
@@ -119,6 +121,10 @@ class Watchdog:
             "\n".join(stacks),
         )
         if self.workers is not None:
+            waiting = None if self.waiting is None else self.waiting.worker
+            if waiting is not None:
+                pid = self.workers.processes[waiting].pid
+                _log.error("the loader waits for an item of worker process %s (pid %s)", waiting, pid)
             # Each worker process writes its own threads' stacks to its standard error.
             self.workers.dump_stacks()
         if self.fail_on_timeout:
