@@ -60,7 +60,9 @@ def main() -> int:
         task_encoder=Encoder(),
         torch=args.torch,
     )
-    loader = energon_rs.get_loader(ds, worker_type=args.worker_type)
+    # Without --worker-type the call is the one every release takes (before/after comparisons).
+    options = {} if args.worker_type is None else {"worker_type": args.worker_type}
+    loader = energon_rs.get_loader(ds, **options)
 
     def n_of(item) -> int:
         k = item.__key__
@@ -83,7 +85,7 @@ def main() -> int:
                 impl="energon_rs",
                 decode=args.decode,
                 hook=args.hook,
-                worker_type=loader.worker_type,
+                worker_type=getattr(loader, "worker_type", "thread"),
                 num_workers=args.num_workers,
                 batch_size=args.batch_size,
                 samples=n,

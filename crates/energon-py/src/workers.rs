@@ -37,7 +37,7 @@ use nix::{
     },
     unistd::Pid,
 };
-use pyo3::prelude::*;
+use pyo3::{prelude::*, sync::PyOnceLock, types::PyModule};
 
 use crate::{
     encoder::WorkerBatch,
@@ -181,8 +181,12 @@ fn encode<T: serde::Serialize>(value: &T) -> Vec<u8> {
 
 /// The Python side of the transport (`energon_rs.workers`): `dumps(obj) -> (bytes, fd)`,
 /// `loads(bytes, fd)`, `dump_error(exc) -> bytes`, `load_error(bytes, worker, pid)`.
+/// The module is looked up once per process, not once per item.
 fn transport<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-    py.import("energon_rs.workers")?.getattr(name)
+    static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+    let module =
+        MODULE.get_or_try_init(py, || Ok::<_, PyErr>(py.import("energon_rs.workers")?.unbind()))?;
+    module.bind(py).getattr(name)
 }
 
 /// A worker process's end: converts and sends its pipeline's messages, waiting for the main

@@ -56,27 +56,31 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
     /// worker `w`'s messages, served from [`LoaderBuilder::sample_worker`] of a builder with
     /// the same settings and state to restore.
     pub fn build_samples_linked(
-        mut self,
+        self,
         links: Vec<Box<dyn WorkerLink<Keyed<E::Encoded>>>>,
     ) -> Result<Loader<Keyed<E::Encoded>>> {
-        let plan = self.plan()?;
-        self.deal_reshaped_by(&plan, false)?;
-        let config = self.config_of(&plan);
-        let stats = FailureStats::default();
-        self.common.start_linked(links, &plan.worker_config, config, stats, false)
+        self.build_linked(links, false)
     }
 
     /// The loader of batches whose workers run elsewhere (see
     /// [`LoaderBuilder::build_samples_linked`]), served from [`LoaderBuilder::batch_worker`].
     pub fn build_batches_linked(
-        mut self,
+        self,
         links: Vec<Box<dyn WorkerLink<Keyed<E::Output>>>>,
     ) -> Result<Loader<Keyed<E::Output>>> {
+        self.build_linked(links, true)
+    }
+
+    fn build_linked<I: Send + 'static>(
+        mut self,
+        links: Vec<Box<dyn WorkerLink<Keyed<I>>>>,
+        batches: bool,
+    ) -> Result<Loader<Keyed<I>>> {
         let plan = self.plan()?;
-        self.deal_reshaped_by(&plan, true)?;
+        self.deal_reshaped_by(&plan, batches)?;
         let config = self.config_of(&plan);
         let stats = FailureStats::default();
-        self.common.start_linked(links, &plan.worker_config, config, stats, true)
+        self.common.start_linked(links, &plan.worker_config, config, stats, batches)
     }
 
     /// Local worker `worker`'s whole pipeline of encoded samples and where it starts (the

@@ -38,8 +38,9 @@ pub struct RemoteObject {
     in_flight: usize,
     max_windows: usize,
     windows: Mutex<Windows>,
-    /// The process that opened the object: a forked process reads through its own client.
-    pid: u32,
+    /// The fork generation that opened the object: a forked process reads through its own
+    /// client.
+    generation: u64,
 }
 
 impl std::fmt::Debug for RemoteObject {
@@ -56,8 +57,9 @@ struct Windows {
     tick: u64,
     /// Window start → the window.
     slots: BTreeMap<u64, Slot>,
-    /// The forked process whose windows these are (0: the opening process's).
-    forked_in: u32,
+    /// The fork generation whose windows these are, once a forked process cleared the
+    /// inherited ones (0 until then).
+    forked_in: u64,
 }
 
 struct Slot {
@@ -103,7 +105,7 @@ impl RemoteObject {
             in_flight: client.options.in_flight,
             max_windows: client.options.in_flight + 4,
             windows: Mutex::new(Windows::default()),
-            pid: std::process::id(),
+            generation: remote::generation(),
         }))
     }
 
@@ -136,7 +138,7 @@ impl RemoteObject {
 
     /// The client of the object's store in this process (a forked process has its own).
     fn store(&self) -> io::Result<Arc<dyn ObjectStore>> {
-        if self.pid == std::process::id() {
+        if self.generation == remote::generation() {
             return Ok(self.store.clone());
         }
         client()?.store(&self.target)
@@ -146,10 +148,10 @@ impl RemoteObject {
     /// parent's runtime, which is not there).
     fn windows(&self) -> std::sync::MutexGuard<'_, Windows> {
         let mut windows = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
-        let pid = std::process::id();
-        if self.pid != pid && windows.forked_in != pid {
+        let generation = remote::generation();
+        if self.generation != generation && windows.forked_in != generation {
             windows.slots.clear();
-            windows.forked_in = pid;
+            windows.forked_in = generation;
         }
         windows
     }

@@ -9,8 +9,8 @@ use std::{
     ops::Range,
     path::{Path, PathBuf},
     sync::{
-        Arc, Mutex, OnceLock, PoisonError,
-        atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering},
+        Arc, Mutex, Once, OnceLock, PoisonError,
+        atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -36,21 +36,41 @@ pub(super) struct Client {
 
 static OPTIONS: OnceLock<StorageOptions> = OnceLock::new();
 
-/// This process's client, and the process it belongs to. A process forked from one with a
-/// client inherits it without the runtime's threads (a request on it would wait forever), so
-/// each process makes its own at its first request; an inherited one is left as it is (never
-/// dropped: dropping would wait for threads that are not there).
+/// This process's client, and the fork generation it belongs to (`UNSET`: none yet). A
+/// process forked from one with a client inherits it without the runtime's threads (a request
+/// on it would wait forever), so each process makes its own at its first request; an inherited
+/// one is left as it is (never dropped: dropping would wait for threads that are not there).
 static CLIENT: AtomicPtr<Client> = AtomicPtr::new(std::ptr::null_mut());
-static CLIENT_PID: AtomicU32 = AtomicU32::new(0);
+static CLIENT_GENERATION: AtomicU64 = AtomicU64::new(UNSET);
 static CLIENT_INIT: Mutex<()> = Mutex::new(());
+const UNSET: u64 = u64::MAX;
+
+/// Forks this process descends through since the storage was first used: a `pthread_atfork`
+/// handler adds one in each child, so telling a forked process is a load, not a system call.
+static FORKS: AtomicU64 = AtomicU64::new(0);
+static ATFORK: Once = Once::new();
+
+extern "C" fn forked() {
+    FORKS.fetch_add(1, Ordering::Release);
+}
+
+/// This process's fork generation (see [`FORKS`]).
+pub(super) fn generation() -> u64 {
+    ATFORK.call_once(|| {
+        // SAFETY: the handler only adds to an atomic, which is safe in a child after fork.
+        unsafe { libc::pthread_atfork(None, None, Some(forked)) };
+    });
+    FORKS.load(Ordering::Acquire)
+}
 
 thread_local! {
     /// This thread's bound on read-ahead in flight (a request the thread waits for takes no
-    /// permit, so a thread has at most one more), and the process it belongs to.
-    static PERMITS: RefCell<(u32, Arc<Semaphore>)> = RefCell::new((0, Arc::new(Semaphore::new(0))));
+    /// permit, so a thread has at most one more), and the fork generation it belongs to.
+    static PERMITS: RefCell<(u64, Arc<Semaphore>)> =
+        RefCell::new((UNSET, Arc::new(Semaphore::new(0))));
     /// This thread's window requests started and not finished (in flight or waiting for a
-    /// permit), and the process it belongs to.
-    static STARTED: RefCell<(u32, Arc<AtomicUsize>)> = RefCell::new((0, Arc::default()));
+    /// permit), and the fork generation it belongs to.
+    static STARTED: RefCell<(u64, Arc<AtomicUsize>)> = RefCell::new((UNSET, Arc::default()));
 }
 
 pub(super) fn configure(options: StorageOptions) -> bool {
@@ -64,10 +84,10 @@ pub(super) fn options() -> &'static StorageOptions {
 /// The calling thread's request bound (made anew in a forked process: the parent's requests
 /// that held its permits are not there).
 pub(super) fn permits() -> Arc<Semaphore> {
-    let pid = std::process::id();
+    let generation = generation();
     PERMITS.with_borrow_mut(|(owner, permits)| {
-        if *owner != pid {
-            *owner = pid;
+        if *owner != generation {
+            *owner = generation;
             *permits = Arc::new(Semaphore::new(options().in_flight));
         }
         Arc::clone(permits)
@@ -76,10 +96,10 @@ pub(super) fn permits() -> Arc<Semaphore> {
 
 /// The count of the calling thread's window requests started and not finished.
 pub(super) fn started() -> Arc<AtomicUsize> {
-    let pid = std::process::id();
+    let generation = generation();
     STARTED.with_borrow_mut(|(owner, started)| {
-        if *owner != pid {
-            *owner = pid;
+        if *owner != generation {
+            *owner = generation;
             *started = Arc::default();
         }
         Arc::clone(started)
@@ -88,12 +108,12 @@ pub(super) fn started() -> Arc<AtomicUsize> {
 
 /// This process's client (see [`CLIENT`]), made at its first request.
 pub(super) fn client() -> io::Result<&'static Client> {
-    let pid = std::process::id();
-    if let Some(client) = current(pid) {
+    let generation = generation();
+    if let Some(client) = current(generation) {
         return Ok(client);
     }
     let _init = CLIENT_INIT.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(client) = current(pid) {
+    if let Some(client) = current(generation) {
         return Ok(client);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -104,16 +124,16 @@ pub(super) fn client() -> io::Result<&'static Client> {
     let client =
         Client { runtime, stores: Mutex::new(BTreeMap::new()), options: options().clone() };
     CLIENT.store(Box::into_raw(Box::new(client)), Ordering::Release);
-    CLIENT_PID.store(pid, Ordering::Release);
-    Ok(current(pid).expect("set above"))
+    CLIENT_GENERATION.store(generation, Ordering::Release);
+    Ok(current(generation).expect("set above"))
 }
 
-/// The client, if it is process `pid`'s.
-fn current(pid: u32) -> Option<&'static Client> {
-    if CLIENT_PID.load(Ordering::Acquire) != pid {
+/// The client, if it is fork generation `generation`'s.
+fn current(generation: u64) -> Option<&'static Client> {
+    if CLIENT_GENERATION.load(Ordering::Acquire) != generation {
         return None;
     }
-    // SAFETY: a client is stored before its process id and never freed.
+    // SAFETY: a client is stored before its generation and never freed.
     unsafe { CLIENT.load(Ordering::Acquire).as_ref() }
 }
 
