@@ -21,7 +21,18 @@ if [ "${ENERGON_PY_NO_TORCH:-0}" != 1 ]; then
   export ENERGON_REQUIRE_TORCH="${ENERGON_REQUIRE_TORCH:-1}"
 fi
 t0=$(date +%s)
-python -m pip install -q "${packages[@]}"
+# A download cut off midway (torch's wheels are large) is retried from the start, three times.
+for attempt in 1 2 3; do
+  if python -m pip install -q --progress-bar off --retries 10 --timeout 60 "${packages[@]}"; then
+    break
+  fi
+  if [ "$attempt" = 3 ]; then
+    echo "installing ${packages[*]} failed three times" >&2
+    exit 1
+  fi
+  echo "installing ${packages[*]} failed (attempt $attempt); retrying" >&2
+  sleep 5
+done
 echo "python packages (${packages[*]}): $(( $(date +%s) - t0 ))s"
 # moto's S3 server for the object-store tests, in this environment.
 ENERGON_TEST_PYTHON=python scripts/s3-deps.sh
