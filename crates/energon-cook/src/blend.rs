@@ -262,7 +262,7 @@ pub fn mix_batch_pipelines<T: Send + 'static, B: Send + 'static>(
                 worker: WorkerInfo::new(worker_config, worker)?,
                 items: ItemCounter::default(),
                 stats: mix.stats.clone(),
-                policy: mix.policy,
+                policy: mix.policy.clone(),
             };
             let f = Arc::clone(&mix.mix);
             let batches = BatchStage::new(blended, mix.batch_size, false, f, env.clone())?;

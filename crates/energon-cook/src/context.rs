@@ -132,7 +132,7 @@ impl StageEnv {
     }
 
     pub(crate) fn guard(&self, hook: &'static str) -> crate::policy::Guard {
-        crate::policy::Guard::new(hook, self.policy, self.stats.clone())
+        crate::policy::Guard::new(hook, &self.policy, self.stats.clone())
     }
 }
 

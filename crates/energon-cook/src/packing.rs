@@ -245,7 +245,7 @@ where
                 }
                 continue;
             }
-            let tolerance = self.env.policy.failure_tolerance;
+            let tolerance = self.env.policy.tolerance("select_samples_to_pack");
             if tolerance > 0 && self.empty_rounds > tolerance {
                 return Err(Error::TooManyFailures {
                     hook: "select_samples_to_pack",

@@ -13,17 +13,45 @@ use crate::{
 };
 
 /// How the stages that call user functions treat failures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrorPolicy {
     /// After this many consecutive failures of one hook the loader stops with
     /// [`Error::TooManyFailures`]; 0 never stops (the reference's `failure_tolerance`, default
     /// 100).
     pub failure_tolerance: u64,
+    /// The tolerances of single hooks, by the stage's hook name (`encode_sample`, `batch`,
+    /// `cook_crude_sample`, ...), in place of `failure_tolerance` (the reference's
+    /// `@stateless(failure_tolerance=N)` on one hook).
+    pub hook_tolerances: Vec<(String, u64)>,
 }
 
 impl Default for ErrorPolicy {
     fn default() -> Self {
-        ErrorPolicy { failure_tolerance: 100 }
+        ErrorPolicy::with_tolerance(100)
+    }
+}
+
+impl ErrorPolicy {
+    /// The policy that stops after `failure_tolerance` consecutive failures of any hook (0:
+    /// never).
+    pub fn with_tolerance(failure_tolerance: u64) -> Self {
+        ErrorPolicy { failure_tolerance, hook_tolerances: Vec::new() }
+    }
+
+    /// The same policy with `tolerance` for the hook `hook`.
+    pub fn hook_tolerance(mut self, hook: impl Into<String>, tolerance: u64) -> Self {
+        let hook = hook.into();
+        self.hook_tolerances.retain(|(h, _)| *h != hook);
+        self.hook_tolerances.push((hook, tolerance));
+        self
+    }
+
+    /// The tolerance of `hook`.
+    pub fn tolerance(&self, hook: &str) -> u64 {
+        self.hook_tolerances
+            .iter()
+            .find(|(h, _)| h == hook)
+            .map_or(self.failure_tolerance, |&(_, t)| t)
     }
 }
 
@@ -83,8 +111,8 @@ pub(crate) struct Guard {
 }
 
 impl Guard {
-    pub(crate) fn new(hook: &'static str, policy: ErrorPolicy, stats: FailureStats) -> Self {
-        Guard { hook, tolerance: policy.failure_tolerance, consecutive: 0, stats }
+    pub(crate) fn new(hook: &'static str, policy: &ErrorPolicy, stats: FailureStats) -> Self {
+        Guard { hook, tolerance: policy.tolerance(hook), consecutive: 0, stats }
     }
 
     /// Consecutive failures so far (saved with the stage).
@@ -158,8 +186,7 @@ mod tests {
     #[test]
     fn failures_are_counted_until_the_tolerance() {
         let stats = FailureStats::default();
-        let mut guard =
-            Guard::new("encode_sample", ErrorPolicy { failure_tolerance: 3 }, stats.clone());
+        let mut guard = Guard::new("encode_sample", &ErrorPolicy::with_tolerance(3), stats.clone());
         assert_eq!(guard.handle(failed(), String::new).unwrap(), None);
         assert_eq!(guard.handle(failed(), String::new).unwrap(), None);
         // A success resets the count; a skip neither counts nor resets.
@@ -177,7 +204,7 @@ mod tests {
     #[test]
     fn fatal_and_loader_errors_stop_at_once() {
         let mut guard =
-            Guard::new("batch", ErrorPolicy { failure_tolerance: 0 }, FailureStats::default());
+            Guard::new("batch", &ErrorPolicy::with_tolerance(0), FailureStats::default());
         for _ in 0..1000 {
             assert_eq!(guard.handle(failed(), String::new).unwrap(), None);
         }
@@ -189,5 +216,19 @@ mod tests {
         let own: HookResult<u32> =
             Err(HookError::Failed(Box::new(Error::NotSavable { stage: "x" })));
         assert!(matches!(guard.handle(own, String::new), Err(Error::NotSavable { .. })));
+    }
+
+    #[test]
+    fn a_hook_can_have_its_own_tolerance() {
+        let policy = ErrorPolicy::with_tolerance(0).hook_tolerance("encode_sample", 2);
+        assert_eq!((policy.tolerance("encode_sample"), policy.tolerance("batch")), (2, 0));
+        let mut guard = Guard::new("encode_sample", &policy, FailureStats::default());
+        assert_eq!(guard.handle(failed(), String::new).unwrap(), None);
+        assert!(matches!(
+            guard.handle(failed(), String::new),
+            Err(Error::TooManyFailures { count: 2, tolerance: 2, .. })
+        ));
+        let policy = policy.hook_tolerance("encode_sample", 5);
+        assert_eq!(policy.hook_tolerances, vec![("encode_sample".to_owned(), 5)]);
     }
 }

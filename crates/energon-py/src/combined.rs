@@ -126,7 +126,7 @@ impl CombinedSpec {
             let mix = MixBatch {
                 batch_size: mix.batch_size,
                 mix: f,
-                policy: energon_cook::ErrorPolicy::default(),
+                policy: mix.hooks.error_policy(),
                 stats,
             };
             return Ok(Pipelines::Batches(mix_batch_pipelines(

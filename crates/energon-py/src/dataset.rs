@@ -413,6 +413,7 @@ impl DatasetSpec {
             }
         };
         builder
+            .error_policy(self.hooks.error_policy())
             .shuffle_buffer_size(self.shuffle_buffer_size)
             .batch_size(self.batch_size)
             .drop_last(self.drop_last)

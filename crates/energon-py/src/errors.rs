@@ -118,6 +118,7 @@ pub(crate) enum Kind {
 pub(crate) fn to_py_err(err: &(dyn StdError + 'static)) -> PyErr {
     let message = message_with_causes(err);
     Python::attach(|py| match kind_of(err) {
+        _ if let Some(fatal) = too_many_python_failures(py, err) => fatal,
         Kind::Corrupt => CorruptDatasetError::new_err(message),
         Kind::Incompatible => IncompatibleFormatError::new_err(message),
         Kind::Checkpoint => CheckpointError::new_err(message),
@@ -127,6 +128,28 @@ pub(crate) fn to_py_err(err: &(dyn StdError + 'static)) -> PyErr {
         Kind::Io => new_err(io_type(py), message),
         Kind::Other => EnergonError::new_err(message),
     })
+}
+
+/// A hook that raised too many times in a row, as the reference reports it: `FatalSampleError`,
+/// caused by the hook's last exception.
+fn too_many_python_failures(py: Python<'_>, err: &(dyn StdError + 'static)) -> Option<PyErr> {
+    let mut current = Some(err);
+    while let Some(e) = current {
+        if let Some(energon_cook::Error::TooManyFailures { last, .. }) = e.downcast_ref() {
+            let energon_cook::Error::Hook { source, .. } = &**last else { return None };
+            let cause = source.downcast_ref::<PyErr>()?;
+            let class = py
+                .import("energon_rs.task_encoder")
+                .and_then(|m| m.getattr("FatalSampleError"))
+                .and_then(|c| Ok(c.cast_into::<PyType>()?))
+                .ok()?;
+            let fatal = PyErr::from_type(class, message_with_causes(e));
+            fatal.set_cause(py, Some(cause.clone_ref(py)));
+            return Some(fatal);
+        }
+        current = e.source();
+    }
+    None
 }
 
 fn new_err(ty: PyResult<&Bound<'_, PyType>>, message: String) -> PyErr {

@@ -2,26 +2,25 @@
 //! `encode_sample`, packing, `batch` and `encode_batch`.
 //!
 //! Reading and decoding stay in Rust with the GIL released; a hook takes the GIL only for its own
-//! call. The Python side (`energon_rs.task_encoder`) wraps each hook so that it applies the
-//! reference's error policy (`SkipSample`, the error handler, the failure tolerance) and returns
-//! a skip marker instead of raising for a sample that is to be dropped; an exception that comes
-//! through is fatal and ends the iteration, re-raised as it was.
+//! call. Hooks raise: the error rules of the hook set classify an exception (skip, failure,
+//! fatal; see the contract module) and energon-cook's error policy counts the failures; an
+//! exception that ends the loader is raised again, as it was, where the loader is iterated.
 
-use std::{
-    path::PathBuf,
-    sync::{Arc, Mutex},
+use std::{path::PathBuf, sync::Arc};
+
+use energon_cook::{
+    Batch, ErrorPolicy, Generator, HookError, HookResult, Keyed, Outputs, SampleContext,
 };
-
-use energon_cook::{Batch, Generator, HookError, HookResult, Keyed, Outputs, SampleContext};
 use energon_mix::grammar::Joiner;
 use energon_reader::{Sample, SourceInfo};
 use pyo3::{
     prelude::*,
-    types::{PyDict, PyList, PyTuple},
+    types::{PyDict, PyList, PyTuple, PyType},
 };
 use serde_json::{Map, Value};
 
 use crate::{
+    contract::{Errors, HookSet},
     convert::{AvOutput, Converter, Output},
     encoder::call_context,
     errors::{config_error, to_py_err},
@@ -42,12 +41,12 @@ pub(crate) enum Item {
     Py(Py<PyAny>),
 }
 
-/// The Python callables of a task encoder (each optional), with the skip marker they return.
+/// The Python callables of a task encoder (each optional), with the error rules that classify
+/// their exceptions.
 #[derive(Debug, Default)]
 pub(crate) struct Hooks {
     make_cook: Option<Py<PyAny>>,
     make_joiner: Option<Py<PyAny>>,
-    on_error: Option<Py<PyAny>>,
     encode_sample: Option<Py<PyAny>>,
     preencode_sample: Option<Py<PyAny>>,
     postencode_sample: Option<Py<PyAny>>,
@@ -57,98 +56,88 @@ pub(crate) struct Hooks {
     batch: Option<Py<PyAny>>,
     default_batch: Option<Py<PyAny>>,
     encode_batch: Option<Py<PyAny>>,
-    skip: Option<Py<PyAny>>,
     /// The type of a generator hook's outputs (pulled one at a time, see [`PyGenerator`]).
-    lazy: Option<Py<PyAny>>,
+    lazy: Option<Py<PyType>>,
     output: Output,
     /// What describes the task encoder in a checkpoint's configuration (`key`, `value`).
     config: Vec<(String, String)>,
-    /// The first exception a hook raised on a worker thread, re-raised by the loader.
-    failure: Failure,
-}
-
-/// The first exception a hook raised on a worker thread (shared with the generators the hooks
-/// made), re-raised by the loader.
-#[derive(Debug, Default, Clone)]
-struct Failure(Arc<Mutex<Option<PyErr>>>);
-
-impl Failure {
-    /// Keeps `err` (unless an earlier one is kept) and says that the loader stops.
-    fn record(&self, err: PyErr) -> energon_cook::Error {
-        let message = err.to_string();
-        if let Ok(mut slot) = self.0.lock() {
-            slot.get_or_insert(err);
-        }
-        energon_cook::Error::Raised { message }
-    }
-
-    /// The kept exception, if any (taken once).
-    fn take(&self) -> Option<PyErr> {
-        self.0.lock().ok().and_then(|mut slot| slot.take())
-    }
+    /// The failure tolerances of the hooks.
+    policy: ErrorPolicy,
+    /// How exceptions are classified, and the first one that ends the loader.
+    errors: Errors,
 }
 
 /// A Python generator hook's outputs, made one at a time when the stage pulls them: the Python
-/// side's lazy wrapper sets the call's context for each sample and applies the error policy.
+/// side's lazy wrapper sets the call's context for each sample.
 struct PyGenerator {
     lazy: Py<PyAny>,
-    skip: Option<Py<PyAny>>,
-    failure: Failure,
+    errors: Errors,
 }
 
 impl Generator<Py<PyAny>> for PyGenerator {
     fn next(&mut self, ctx: &SampleContext) -> HookResult<Option<Py<PyAny>>> {
-        let res = Python::attach(|py| -> PyResult<Option<Option<Py<PyAny>>>> {
-            let out = self.lazy.bind(py).call_method1("pull", (call_context(ctx),))?;
-            if self.skip.as_ref().is_some_and(|skip| out.is(skip.bind(py))) {
+        Python::attach(|py| {
+            let lazy = self.lazy.bind(py);
+            let out = match lazy.call_method1("pull", (call_context(ctx),)) {
+                Ok(out) => out,
+                Err(err) => {
+                    let value = lazy.getattr("value").ok();
+                    return Err(self.errors.classify(py, err, lazy, value.as_ref()));
+                }
+            };
+            if out.is_none() {
                 return Ok(None);
             }
-            if out.is_none() {
-                return Ok(Some(None));
+            match out.extract::<(Bound<'_, PyAny>,)>() {
+                Ok((value,)) => Ok(Some(value.unbind())),
+                Err(err) => Err(self.errors.fatal(err)),
             }
-            let (value,): (Bound<'_, PyAny>,) = out.extract()?;
-            Ok(Some(Some(value.unbind())))
-        });
-        match res {
-            Ok(Some(value)) => Ok(value),
-            Ok(None) => Err(HookError::Skip),
-            Err(err) => Err(HookError::Fatal(Box::new(self.failure.record(err)))),
-        }
+        })
+    }
+}
+
+/// Why a call under the GIL made nothing: what the error policy made of a hook's exception, or a
+/// failure between Python and Rust (a conversion), which ends the loader.
+enum Stop {
+    Hook(HookError),
+    Py(PyErr),
+}
+
+impl From<PyErr> for Stop {
+    fn from(err: PyErr) -> Self {
+        Stop::Py(err)
     }
 }
 
 impl Hooks {
-    /// Reads the hooks from a Python object with the attributes `encode_sample`, `batch`,
-    /// `encode_batch` (callables or `None`: not overridden), `default_batch` (batches items that
-    /// hooks turned into Python objects when `batch` is not overridden), `make_cook` (picks a
-    /// crude dataset's cooker: see [`Hooks::make_cook`]), `make_joiner` (see
-    /// [`Hooks::make_joiner`]), `on_error` (see [`Hooks::report_sample_error`]), `skip` (the
-    /// skip marker), `torch` and `config` (a list of `(key, value)` strings describing the
-    /// task encoder in a checkpoint).
+    /// The hooks of a `_HookSet` (see [`HookSet`]).
     pub(crate) fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let get = |name: &str| -> PyResult<Option<Py<PyAny>>> {
-            let value = obj.getattr(name)?;
-            Ok((!value.is_none()).then(|| value.unbind()))
-        };
+        let set = obj.cast::<HookSet>()?.get();
+        let py = obj.py();
+        let copy = |hook: &Option<Py<PyAny>>| hook.as_ref().map(|h| h.clone_ref(py));
         Ok(Hooks {
-            make_cook: get("make_cook")?,
-            make_joiner: get("make_joiner")?,
-            on_error: get("on_error")?,
-            encode_sample: get("encode_sample")?,
-            preencode_sample: get("preencode_sample")?,
-            postencode_sample: get("postencode_sample")?,
-            select_samples_to_pack: get("select_samples_to_pack")?,
-            pack_selected_samples: get("pack_selected_samples")?,
-            batch_group_criterion: get("batch_group_criterion")?,
-            batch: get("batch")?,
-            default_batch: get("default_batch")?,
-            encode_batch: get("encode_batch")?,
-            skip: get("skip")?,
-            lazy: get("lazy")?,
-            output: Output::tensors(obj.getattr("torch")?.extract()?),
-            config: obj.getattr("config")?.extract()?,
-            failure: Failure::default(),
+            make_cook: copy(&set.make_cook),
+            make_joiner: copy(&set.make_joiner),
+            encode_sample: copy(&set.encode_sample),
+            preencode_sample: copy(&set.preencode_sample),
+            postencode_sample: copy(&set.postencode_sample),
+            select_samples_to_pack: copy(&set.select_samples_to_pack),
+            pack_selected_samples: copy(&set.pack_selected_samples),
+            batch_group_criterion: copy(&set.batch_group_criterion),
+            batch: copy(&set.batch),
+            default_batch: copy(&set.default_batch),
+            encode_batch: copy(&set.encode_batch),
+            lazy: set.lazy.as_ref().map(|l| l.clone_ref(py)),
+            output: Output::tensors(set.torch),
+            config: set.config.clone(),
+            policy: set.policy.clone(),
+            errors: Errors::new(Arc::clone(&set.rules)),
         })
+    }
+
+    /// The error policy of the pipeline (the hooks' failure tolerances).
+    pub(crate) fn error_policy(&self) -> ErrorPolicy {
+        self.policy.clone()
     }
 
     /// How values are handed to Python.
@@ -193,19 +182,20 @@ impl Hooks {
     /// Calls `hook` on `arg` with the call's context as the keyword `ctx`:
     /// `(current_sample_index, current_batch_index, worker_seed)`, which the Python side makes
     /// the task encoder's `current_sample_index` and `current_batch_index` and from which
-    /// `@stateless(restore_seeds=True)` seeds the global random generators. `None` for the skip
-    /// marker.
+    /// `@stateless(restore_seeds=True)` seeds the global random generators. An exception is
+    /// classified by the error rules (the input is the sample the error handler sees).
     fn invoke<'py>(
         &self,
         hook: &Py<PyAny>,
         arg: Bound<'py, PyAny>,
         ctx: &SampleContext,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+    ) -> Result<Bound<'py, PyAny>, Stop> {
         let py = arg.py();
         let kwargs = PyDict::new(py);
         kwargs.set_item("ctx", call_context(ctx))?;
-        let out = hook.bind(py).call((arg,), Some(&kwargs))?;
-        Ok(self.unless_skip(&out).then_some(out))
+        let hook = hook.bind(py);
+        hook.call((&arg,), Some(&kwargs))
+            .map_err(|err| Stop::Hook(self.errors.classify(py, err, hook, Some(&arg))))
     }
 
     /// A hook's result as outputs: a generator hook's are pulled lazily.
@@ -218,30 +208,25 @@ impl Hooks {
         if let Some(lazy) = &self.lazy
             && out.is_instance(lazy.bind(out.py()))?
         {
-            let skip = self.skip.as_ref().map(|s| s.clone_ref(out.py()));
             return Ok(Outputs::Lazy(Box::new(PyGenerator {
                 lazy: out.unbind(),
-                skip,
-                failure: self.failure.clone(),
+                errors: self.errors.clone(),
             })));
         }
         Ok(Outputs::One(out.unbind()))
     }
 
-    /// Runs `f` with the GIL: `Ok(None)` (the skip marker) skips the sample, an exception that
-    /// comes through (the Python side applied the error policy already) ends the loader.
+    /// Runs `f` with the GIL: a hook's exception is what the error rules made of it; a failure
+    /// between Python and Rust ends the loader.
     fn with_gil<R>(
         &self,
-        f: impl for<'py> FnOnce(Converter<'py>) -> PyResult<Option<R>>,
+        f: impl for<'py> FnOnce(Converter<'py>) -> Result<R, Stop>,
     ) -> HookResult<R> {
-        let res = Python::attach(|py| {
-            Converter::new(py, self.output).and_then(f).map_err(|err| self.fail(err))
-        });
-        match res {
-            Ok(Some(value)) => Ok(value),
-            Ok(None) => Err(HookError::Skip),
-            Err(err) => Err(HookError::Fatal(Box::new(err))),
-        }
+        Python::attach(|py| match Converter::new(py, self.output).map_err(Stop::Py).and_then(f) {
+            Ok(value) => Ok(value),
+            Err(Stop::Hook(err)) => Err(err),
+            Err(Stop::Py(err)) => Err(self.errors.fatal(err)),
+        })
     }
 
     /// The `encode_sample` stage (or `preencode_sample`, when that is overridden).
@@ -275,7 +260,7 @@ impl Hooks {
         let Some(hook) = hook else { return Ok(Outputs::One(item)) };
         self.with_gil(|conv| {
             let arg = item_to_py(&conv, item)?;
-            self.invoke(hook, arg, ctx)?.map(|out| self.outputs(out)).transpose()
+            Ok(self.outputs(self.invoke(hook, arg, ctx)?)?)
         })
     }
 
@@ -290,11 +275,9 @@ impl Hooks {
             return Err(HookError::fatal_msg("batch_group_criterion is not overridden"));
         };
         self.with_gil(|conv| {
-            let Some(out) = self.invoke(hook, item_ref_to_py(&conv, item)?, ctx)? else {
-                return Ok(None);
-            };
+            let out = self.invoke(hook, item_ref_to_py(&conv, item)?, ctx)?;
             let (group, size): (Bound<'_, PyAny>, Option<usize>) = out.extract()?;
-            Ok(Some((group.repr()?.to_string(), size)))
+            Ok((group.repr()?.to_string(), size))
         })
     }
 
@@ -313,9 +296,7 @@ impl Hooks {
             for item in items {
                 list.append(item_ref_to_py(&conv, &item.value)?)?;
             }
-            let Some(out) = self.invoke(hook, list.clone().into_any(), ctx)? else {
-                return Ok(None);
-            };
+            let out = self.invoke(hook, list.clone().into_any(), ctx)?;
             let position = |sample: &Bound<'_, PyAny>| -> PyResult<usize> {
                 for (i, candidate) in list.iter().enumerate() {
                     if candidate.is(sample) {
@@ -330,7 +311,7 @@ impl Hooks {
             for pack in out.try_iter()? {
                 packs.push(pack?.try_iter()?.map(|s| position(&s?)).collect::<PyResult<_>>()?);
             }
-            Ok(Some(packs))
+            Ok(packs)
         })
     }
 
@@ -348,7 +329,7 @@ impl Hooks {
             for item in items {
                 list.append(item_to_py(&conv, item.value)?)?;
             }
-            self.invoke(hook, list.into_any(), ctx)?.map(|out| self.outputs(out)).transpose()
+            Ok(self.outputs(self.invoke(hook, list.into_any(), ctx)?)?)
         })
     }
 
@@ -403,11 +384,6 @@ impl Hooks {
         Ok(make_joiner.bind(py).call1((kind, module, name, names))?.unbind())
     }
 
-    /// Whether a hook's result is not the skip marker.
-    pub(crate) fn unless_skip(&self, out: &Bound<'_, PyAny>) -> bool {
-        self.skip.as_ref().is_none_or(|skip| !out.is(skip.bind(out.py())))
-    }
-
     /// Hands the error of a sample that cannot be built (a part that cannot be decoded, a field
     /// the field map cannot fill) to the worker config's error handler, with the sample's
     /// source, before the sample is dropped. An exception of the handler (the reference's
@@ -417,37 +393,49 @@ impl Hooks {
         err: &energon_cook::Error,
         source: SourceInfo,
     ) -> energon_cook::Result<()> {
-        let Some(on_error) = &self.on_error else { return Ok(()) };
         Python::attach(|py| {
-            let conv = Converter::new(py, self.output)?;
-            let exc = to_py_err(err).into_value(py);
-            let sources = PyTuple::new(py, [conv.source_info(source)?])?;
-            on_error.bind(py).call1((exc, sources))?;
-            Ok(())
+            let conv =
+                Converter::new(py, self.output).map_err(|e| self.errors.failure().record(e))?;
+            let exc = to_py_err(err).into_value(py).into_bound(py).into_any();
+            let sources = conv
+                .source_info(source)
+                .and_then(|s| PyTuple::new(py, [s]))
+                .map_err(|e| self.errors.failure().record(e))?;
+            self.errors.report(py, exc, sources)
         })
-        .map_err(|err| self.fail(err))
+    }
+
+    /// A hook's exception, or one raised between Python and Rust, classified as the error
+    /// policy wants it (see [`Errors::classify`]); `hook` is the function that raised.
+    pub(crate) fn classify(
+        &self,
+        py: Python<'_>,
+        err: PyErr,
+        hook: &Bound<'_, PyAny>,
+        sample: Option<&Bound<'_, PyAny>>,
+    ) -> HookError {
+        self.errors.classify(py, err, hook, sample)
     }
 
     /// Keeps the first failure for the loader to re-raise, returning a Rust error that ends the
     /// worker's pipeline.
     pub(crate) fn fail(&self, err: PyErr) -> energon_cook::Error {
-        self.failure.record(err)
+        self.errors.failure().record(err)
     }
 
     /// The exception a hook raised, if any (taken once).
     pub(crate) fn take_failure(&self) -> Option<PyErr> {
-        self.failure.take()
+        self.errors.failure().take()
     }
 
     /// Keeps `err` as the exception the loader re-raises (a worker process's), unless one is
     /// kept already.
     pub(crate) fn keep_failure(&self, err: PyErr) {
-        self.failure.record(err);
+        self.errors.failure().record(err);
     }
 
     /// The Python `batch` over a batch of items (the task encoder's default batching when it is
-    /// not overridden, a list without one), in the batch stage's context; the skip marker skips
-    /// the batch.
+    /// not overridden, a list without one), in the batch stage's context.
     pub(crate) fn batch(&self, batch: Batch<Item>, ctx: &SampleContext) -> HookResult<Py<PyAny>> {
         self.with_gil(|conv| {
             let list = PyList::empty(conv.py());
@@ -455,15 +443,15 @@ impl Hooks {
                 list.append(item_to_py(&conv, keyed.value)?)?;
             }
             match self.batch.as_ref().or(self.default_batch.as_ref()) {
-                Some(hook) => Ok(self.invoke(hook, list.into_any(), ctx)?.map(Bound::unbind)),
-                None => Ok(Some(list.into_any().unbind())),
+                Some(hook) => Ok(self.invoke(hook, list.into_any(), ctx)?.unbind()),
+                None => Ok(list.into_any().unbind()),
             }
         })
     }
 
     /// The Python `batch` over `items` as a list (each made a Python object by `to_py`, with the
     /// GIL held), in the batch stage's context: the list itself when `batch` is not overridden,
-    /// a generator's batches as many; the skip marker skips the group.
+    /// a generator's batches as many.
     pub(crate) fn batch_objects<T>(
         &self,
         items: Vec<T>,
@@ -476,10 +464,8 @@ impl Hooks {
                 list.append(to_py(&conv, item)?)?;
             }
             match &self.batch {
-                Some(hook) => {
-                    self.invoke(hook, list.into_any(), ctx)?.map(|o| self.py_outputs(o)).transpose()
-                }
-                None => Ok(Some(Outputs::One(list.into_any().unbind()))),
+                Some(hook) => Ok(self.py_outputs(self.invoke(hook, list.into_any(), ctx)?)?),
+                None => Ok(Outputs::One(list.into_any().unbind())),
             }
         })
     }
@@ -491,9 +477,7 @@ impl Hooks {
         ctx: &SampleContext,
     ) -> HookResult<Py<PyAny>> {
         let Some(hook) = &self.encode_batch else { return Ok(batch) };
-        self.with_gil(|conv| {
-            Ok(self.invoke(hook, batch.into_bound(conv.py()), ctx)?.map(Bound::unbind))
-        })
+        self.with_gil(|conv| Ok(self.invoke(hook, batch.into_bound(conv.py()), ctx)?.unbind()))
     }
 }
 

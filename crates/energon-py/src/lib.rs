@@ -11,6 +11,7 @@
 mod av;
 mod buffer;
 mod combined;
+mod contract;
 mod convert;
 mod dataset;
 mod encoder;
@@ -60,6 +61,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<combined::CombinedSpec>()?;
     m.add_class::<loader::PyLoader>()?;
     m.add_class::<loader::WaitingOn>()?;
+    m.add_class::<contract::HookSet>()?;
     m.add_class::<file_store::PyFileStore>()?;
     m.add_function(wrap_pyfunction!(worker_seed, m)?)?;
     m.add_function(wrap_pyfunction!(loader::checkpoint_topology, m)?)?;

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use energon_cook::LeafLoad as CookLeafLoad;
+use energon_cook::{HookError, LeafLoad as CookLeafLoad};
 use energon_mix::{
     LeafKind, LeafSample, MixPlan, PlannedLeaf, grammar::Joiner, join::JoinedSample,
 };
@@ -212,8 +212,10 @@ impl LeafLoad {
             }
             .into()),
         };
+        // (A joiner's own failure has been reported when it was classified.)
         if let Err(err) = &res
             && err.is_sample_error()
+            && !matches!(err, energon_cook::Error::Hook { .. })
         {
             let source = match &sample {
                 LeafSample::Raw(raw) => raw.source_info(),
@@ -240,7 +242,7 @@ impl LeafLoad {
             });
         }
         let row = joined.row;
-        Python::attach(|py| -> PyResult<Option<Item>> {
+        Python::attach(|py| -> PyResult<energon_cook::Result<Option<Item>>> {
             let conv = Converter::new(py, self.hooks.output())?;
             let list = PyList::empty(py);
             for sample in samples {
@@ -250,11 +252,32 @@ impl LeafLoad {
                 }
             }
             let key = (energon_reader::RESTORE_KEY_KIND, row).into_pyobject(py)?;
-            let out = joiner.bind(py).call1((list, key))?;
-            Ok(self.hooks.unless_skip(&out).then(|| Item::Py(out.unbind())))
+            let joiner = joiner.bind(py);
+            Ok(match joiner.call1((&list, key)) {
+                Ok(out) => Ok(Some(Item::Py(out.unbind()))),
+                Err(err) => match self.hooks.classify(py, err, joiner, Some(list.as_any())) {
+                    HookError::Skip => Ok(None),
+                    // The error handler has seen it: the error policy counts it.
+                    HookError::Failed(source) => Err(energon_cook::Error::Hook {
+                        hook: "join",
+                        sample: row_key(row),
+                        source,
+                    }),
+                    HookError::Fatal(source) => Err(energon_cook::Error::Fatal {
+                        hook: "join",
+                        sample: row_key(row),
+                        source,
+                    }),
+                },
+            })
         })
-        .map_err(|err| self.hooks.fail(err))
+        .map_err(|err| self.hooks.fail(err))?
     }
+}
+
+/// A joined row as the error policy names it.
+fn row_key(row: u64) -> String {
+    format!("({:?}, {row})", energon_reader::RESTORE_KEY_KIND)
 }
 
 fn sample_path(sample: &LeafSample) -> std::path::PathBuf {

@@ -10,3 +10,15 @@ def caption_pair(primary, second):
         "captions": [primary.caption, second.caption],
         "subflavors": [primary.__subflavors__, second.__subflavors__],
     }
+
+
+def every_third(primary, second):
+    """Skips keys divisible by 3, fails on those that leave 1, joins the others."""
+    from energon_rs import SkipSample
+
+    i = int(primary.__key__)
+    if i % 3 == 0:
+        raise SkipSample()
+    if i % 3 == 1:
+        raise ValueError(f"cannot join {primary.__key__}")
+    return {"__key__": primary.__key__}

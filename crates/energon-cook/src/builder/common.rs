@@ -62,7 +62,7 @@ impl Common {
             worker: WorkerInfo::new(worker_config, worker)?,
             items: Default::default(),
             stats: stats.clone(),
-            policy: self.error_policy,
+            policy: self.error_policy.clone(),
         })
     }
 

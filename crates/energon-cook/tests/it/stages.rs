@@ -89,7 +89,7 @@ fn failing(fail: fn(u64) -> HookResult<u64>, tolerance: u64) -> energon_cook::Lo
     LoaderBuilder::new(dataset(), cfg, |raw| Ok(Some(raw.key)))
         .training(false)
         .task_encoder(Failing(fail))
-        .error_policy(ErrorPolicy { failure_tolerance: tolerance })
+        .error_policy(ErrorPolicy::with_tolerance(tolerance))
         .build_samples()
         .unwrap()
 }

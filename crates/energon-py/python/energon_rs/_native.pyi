@@ -16,6 +16,7 @@ __all__ = [
     "_DatasetSpec",
     "_CombinedSpec",
     "_FileStore",
+    "_HookSet",
     "_Loader",
     "_Reader",
     "_WaitingOn",
@@ -128,7 +129,7 @@ class _DatasetSpec:
         guess_content: bool = False,
         split_config: Optional[str] = None,
         dataset_config: Optional[str] = None,
-        hooks: Optional[Any] = None,
+        hooks: Optional[_HookSet] = None,
         av_decode: str = "AVDecoder",
         video_decode_audio: bool = False,
     ) -> _DatasetSpec: ...
@@ -148,7 +149,7 @@ class _CombinedSpec:
         children: list[_DatasetSpec],
         weights: Optional[list[float]] = None,
         mix_batch_size: Optional[int] = None,
-        mix_hooks: Any = None,
+        mix_hooks: Optional[_HookSet] = None,
     ) -> _CombinedSpec: ...
     def restore_item(self, key: Any) -> Any: ...
 
@@ -173,6 +174,43 @@ class _Loader:
     @property
     def rank(self) -> int: ...
     def close(self) -> None: ...
+
+@final
+class _HookSet:
+    def __new__(
+        cls,
+        *,
+        handler: Any,
+        skip_error: type,
+        fatal_errors: tuple,
+        fatal_error: type,
+        torch: bool,
+        config: list[tuple[str, str]],
+        failure_tolerance: int,
+        hook_tolerances: dict[str, int],
+        per_sample_python: bool,
+        lazy: Optional[type] = None,
+        encode_sample: Any = None,
+        preencode_sample: Any = None,
+        postencode_sample: Any = None,
+        select_samples_to_pack: Any = None,
+        pack_selected_samples: Any = None,
+        batch_group_criterion: Any = None,
+        batch: Any = None,
+        default_batch: Any = None,
+        encode_batch: Any = None,
+        make_cook: Any = None,
+        make_joiner: Any = None,
+        set_cache_pool: Any = None,
+    ) -> _HookSet: ...
+    @property
+    def set_cache_pool(self) -> Any: ...
+    @property
+    def torch(self) -> bool: ...
+    @property
+    def per_sample_python(self) -> bool: ...
+    @property
+    def policy(self) -> tuple[int, dict[str, int]]: ...
 
 @final
 class _WaitingOn:

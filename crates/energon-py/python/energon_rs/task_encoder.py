@@ -20,9 +20,9 @@ import importlib
 import inspect
 import threading
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any, Callable, Generic, Optional, Sequence, TypeVar
 
+from . import _native
 from .cache import (
     DecodeFileStore,
     FileStore,
@@ -421,8 +421,6 @@ def _convert(value: Any, target: type) -> Any:
     return target(**fields)
 
 
-_SKIP = object()
-
 #: The hooks that run only when overridden, each with its stage.
 _HOOKS = (
     "encode_sample",
@@ -468,12 +466,14 @@ class _Lazy:
     pulls them (the reference iterates generators lazily: each sample sees the
     `current_batch_index` of the moment it is made)."""
 
-    __slots__ = ("pull",)
+    __slots__ = ("pull", "value")
 
-    def __init__(self, pull: Callable[[tuple], Any]) -> None:
-        #: `pull(ctx)`: `(sample,)`, `None` when the generator is done, or the skip marker when
-        #: it failed (the rest of its samples are dropped).
+    def __init__(self, pull: Callable[[tuple], Any], value: Any) -> None:
+        #: `pull(ctx)`: `(sample,)`, or `None` when the generator is done; it raises what the
+        #: generator raises (the loader's error policy decides what that means).
         self.pull = pull
+        #: The input of the call that made the generator (what the error handler sees).
+        self.value = value
 
 
 def _set_context(ctx: Optional[tuple]) -> None:
@@ -490,59 +490,34 @@ def _set_context(ctx: Optional[tuple]) -> None:
         _CONTEXT.seed_args = None
 
 
-def _guard(
-    fn: Callable[..., Any], worker_config: Any, tolerance: Optional[int] = None
-) -> Callable[..., Any]:
-    """Applies the reference's error policy around a hook; returns the skip marker for a sample
-    to drop. A generator's samples come as a `_Lazy`, whose pulls follow the same policy."""
-    name = getattr(fn, "__qualname__", None) or repr(fn)
-    if tolerance is None:
-        tolerance = getattr(fn, "__failure_tolerance__", DEFAULT_FAILURE_TOLERANCE)
-    lock = threading.Lock()
-    failures = [0]
+def _hook(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A hook as the loader calls it: in the context of the call (`ctx`), a generator's samples
+    as a `_Lazy`. Exceptions go through as they are: the loader classifies them (`SkipSample`,
+    fatal, other) and applies the error policy."""
 
-    def failed(exc: Exception, value: Any) -> Any:
-        if isinstance(exc, SkipSample):
-            return _SKIP
-        if isinstance(exc, _SYSTEM_EXCEPTIONS):
-            raise FatalSampleError(f"fatal error in {name}: {exc!r}") from exc
-        worker_config.global_error_handler(exc, value, _sources_of(value))
-        with lock:
-            failures[0] += 1
-            too_many = tolerance > 0 and failures[0] >= tolerance
-        if too_many:
-            raise FatalSampleError(f"{name} failed {failures[0]} times in a row") from exc
-        return _SKIP
-
-    def succeeded() -> None:
-        with lock:
-            failures[0] = 0
-
-    def guarded(value: Any, *args: Any, ctx: Optional[tuple] = None) -> Any:
+    def call(value: Any, *args: Any, ctx: Optional[tuple] = None) -> Any:
         _set_context(ctx)
-        try:
-            res = fn(value, *args)
-        except Exception as exc:
-            return failed(exc, value)
+        res = fn(value, *args)
         if not inspect.isgenerator(res):
-            succeeded()
             return res
 
-        def pull(ctx: tuple) -> Any:
+        def pull(ctx: tuple) -> Optional[tuple]:
             _set_context(ctx)
             try:
-                sample = next(res)
+                return (next(res),)
             except StopIteration:
                 return None
-            except Exception as exc:
-                return failed(exc, value)
-            succeeded()
-            return (sample,)
 
-        return _Lazy(pull)
+        return _Lazy(pull, value)
 
-    functools.update_wrapper(guarded, fn)
-    return guarded
+    functools.update_wrapper(call, fn)
+    return call
+
+
+def _tolerance(fn: Any, default: int) -> int:
+    """The failure tolerance of a hook (`@stateless(failure_tolerance=N)`), as the reference
+    reads it: the task encoder's default without one, 0 (never fatal) for `None` or 0."""
+    return getattr(fn, "__failure_tolerance__", default) or 0
 
 
 def _set_restore_key(sample: Any, restore_key: tuple) -> Any:
@@ -555,14 +530,21 @@ def _set_restore_key(sample: Any, restore_key: tuple) -> Any:
 
 def _hooks(
     task_encoder: TaskEncoder, worker_config: Any, torch: bool, dataset_config: Optional[str] = None
-) -> SimpleNamespace:
-    """The hooks object the native pipeline reads (see the crate's hooks module);
-    `dataset_config` is the dataset's config file name (`dataset.yaml` when `None`)."""
+) -> Any:
+    """The hook set the native pipeline runs (`_native._HookSet`); `dataset_config` is the
+    dataset's config file name (`dataset.yaml` when `None`)."""
+    default_tolerance = getattr(
+        task_encoder, "__default_failure_tolerance__", DEFAULT_FAILURE_TOLERANCE
+    ) or 0
+    #: The tolerances that differ from the default, by the loader's stage name.
+    tolerances: dict = {}
 
     def hook(name: str) -> Optional[Callable[[Any], Any]]:
         if not _overridden(task_encoder, name):
             return None
-        return _guard(getattr(task_encoder, name), worker_config)
+        fn = getattr(task_encoder, name)
+        tolerances[name] = _tolerance(fn, default_tolerance)
+        return _hook(fn)
 
     decoder = task_encoder.decoder
     #: The cache pool of the loader running this pipeline (`set_cache_pool`).
@@ -585,7 +567,7 @@ def _hooks(
 
             loader = sample_loader_of(primary_path, dataset_config)
             if loader is not None:
-                return _guard(loader, worker_config, DEFAULT_FAILURE_TOLERANCE)
+                return _hook(loader)
         if not task_encoder.cookers:
             return None
         for c in task_encoder.cookers:
@@ -616,8 +598,7 @@ def _hooks(
             run: Callable[..., Any] = cook_decoded
         else:
             run = cook
-        tolerance = getattr(c.cook, "__failure_tolerance__", DEFAULT_FAILURE_TOLERANCE)
-        return _guard(run, worker_config, tolerance)
+        return _hook(run)
 
     def make_joiner(
         kind: str, module: str, name: str, names: Optional[list]
@@ -637,12 +618,8 @@ def _hooks(
                 out = joiner(*samples)
             return _set_restore_key(out, restore_key)
 
-        return _guard(join, worker_config, getattr(joiner, "__failure_tolerance__", None))
-
-    def on_error(exc: BaseException, sources: Any) -> None:
-        """A sample that the Rust core could not build (a part that cannot be decoded): the
-        error handler sees it, then the sample is dropped."""
-        worker_config.global_error_handler(exc, None, sources)
+        functools.update_wrapper(join, joiner)
+        return join
 
     overridden = [
         name
@@ -657,20 +634,28 @@ def _hooks(
         ("_python_hooks", ",".join(overridden)),
         ("_cookers", str(len(task_encoder.cookers))),
     ]
-    return SimpleNamespace(
-        make_cook=make_cook,
-        set_cache_pool=set_cache_pool,
-        config=config,
-        make_joiner=make_joiner,
-        on_error=on_error,
-        **{name: hook(name) for name in _HOOKS if name not in ("batch", "encode_batch")},
-        lazy=_Lazy,
-        batch=hook("batch"),
-        default_batch=_guard(generic_batch, worker_config),
-        encode_batch=hook("encode_batch"),
-        skip=_SKIP,
+    # A cooker's tolerance is that of the loader's cook stage (the first cooker that sets one).
+    for c in task_encoder.cookers:
+        if getattr(c.cook, "__failure_tolerance__", None) is not None:
+            tolerances["cook_crude_sample"] = _tolerance(c.cook, default_tolerance)
+            break
+    hooks = {name: hook(name) for name in _HOOKS}
+    return _native._HookSet(
+        handler=worker_config.global_error_handler,
+        skip_error=SkipSample,
+        fatal_errors=_SYSTEM_EXCEPTIONS,
+        fatal_error=FatalSampleError,
         torch=torch,
+        config=config,
+        failure_tolerance=default_tolerance,
+        hook_tolerances=tolerances,
         # Whether Python runs for every sample or batch (a loader then runs its workers in
         # processes by default: `energon_rs.loader._worker_type`).
         per_sample_python=bool(overridden) or bool(task_encoder.cookers),
+        lazy=_Lazy,
+        default_batch=_hook(generic_batch),
+        make_cook=make_cook,
+        make_joiner=make_joiner,
+        set_cache_pool=set_cache_pool,
+        **hooks,
     )
