@@ -407,7 +407,7 @@ type EncodeFn<T> = Arc<dyn Fn(T) -> Result<Option<T>> + Send + Sync>;
 pub struct DefaultTaskEncoder<T> {
     cookers: Vec<Cooker<T>>,
     encode: Option<EncodeFn<T>>,
-    sample_type: Option<fn(&T) -> &'static str>,
+    sample_type: Option<for<'a> fn(&'a T) -> &'a str>,
 }
 
 impl<T> fmt::Debug for DefaultTaskEncoder<T> {
@@ -454,7 +454,7 @@ impl<T> DefaultTaskEncoder<T> {
     /// `batch` fails on samples of different types, as the reference's does on a blend of
     /// datasets with different sample types (the whole batch is dropped); `type_of` names a
     /// sample's type.
-    pub fn checking_sample_types(mut self, type_of: fn(&T) -> &'static str) -> Self {
+    pub fn checking_sample_types(mut self, type_of: for<'a> fn(&'a T) -> &'a str) -> Self {
         self.sample_type = Some(type_of);
         self
     }

@@ -9,6 +9,7 @@ use std::cell::RefCell;
 
 use bytes::Bytes;
 use energon_cook::{KeyPart, RestoreKey};
+use energon_index::dataset_config::ClassRef;
 use energon_reader::{
     Decoded, SampleMeta, SourceIndex, SourceInfo, Tensor,
     decode::{Audio, AvDecode, TensorData, Video},
@@ -174,6 +175,14 @@ impl<'py> Converter<'py> {
     /// The class `name` of `energon_rs.sample`.
     pub(crate) fn class(&self, name: &str) -> PyResult<Bound<'py, PyAny>> {
         self.classes.getattr(name)
+    }
+
+    /// The class a `dataset.yaml` names (`megatron.energon`'s are energon_rs's), imported.
+    pub(crate) fn named_class(&self, class: &ClassRef) -> PyResult<Bound<'py, PyAny>> {
+        if matches!(class.module.as_str(), "megatron.energon" | "energon_rs") {
+            return self.class(&class.class);
+        }
+        self.py.import(class.module.as_str())?.getattr(class.class.as_str())
     }
 
     /// A tensor as a numpy array owning the Rust buffer (or a torch tensor over it).

@@ -63,8 +63,32 @@ fn open_reader(
         // dataset's own `dataset.yaml` sets some.
         subflavors: Some(serde_json::Map::new()),
         max_open_shards,
+        // Python's sample classes take what a field map gives, as the reference's do.
+        loose_fields: true,
     };
     SampleReader::open(path, &options).map_err(|e| to_py_err(&e))
+}
+
+/// Imports the user's sample class of a reader's `dataset.yaml`, if it names one, as the
+/// reference does when it builds the dataset: a class that cannot be imported is a
+/// [`config_error`] naming the dataset config and the class, caused by the import's error.
+pub(crate) fn check_sample_class(py: Python<'_>, reader: &SampleReader) -> PyResult<()> {
+    let Some(class) = reader.sample_class() else { return Ok(()) };
+    let found = py.import(class.module.as_str()).and_then(|m| m.getattr(class.class.as_str()));
+    match found {
+        Ok(_) => Ok(()),
+        Err(cause) => {
+            let err = config_error(format!(
+                "the dataset config in {} names the sample_type {}.{}, which cannot be \
+                 imported: {cause}",
+                reader.dataset().path().join(energon_index::NV_META).display(),
+                class.module,
+                class.class
+            ));
+            err.set_cause(py, Some(cause));
+            Err(err)
+        }
+    }
 }
 
 /// Random access to the typed samples of one split part (no loader, no shuffling).
@@ -113,7 +137,7 @@ impl Reader {
 
     /// The reference's class name of the samples (`CaptioningSample`, `CrudeSample`, ...).
     #[getter]
-    fn sample_type(&self) -> &'static str {
+    fn sample_type(&self) -> &str {
         self.reader.sample_type()
     }
 
@@ -259,6 +283,7 @@ impl DatasetSpec {
                     max_open_shards,
                 )
             })?;
+            check_sample_class(py, &reader)?;
             let cook = if reader.sample_type() == "CrudeSample" {
                 let jsonl = matches!(**reader.dataset(), Dataset::Jsonl(_));
                 let primary = (reader.dataset().path().to_path_buf(), jsonl);
@@ -308,7 +333,7 @@ impl DatasetSpec {
     /// The reference's class name of the samples (`CaptioningSample`, `CrudeSample`, ...);
     /// `None` for a metadataset whose datasets yield different types.
     #[getter]
-    fn sample_type(&self) -> Option<&'static str> {
+    fn sample_type(&self) -> Option<&str> {
         match &self.input {
             Input::Single { reader, .. } => Some(reader.sample_type()),
             Input::Mix(mix) => mix.sample_type(),

@@ -12,6 +12,8 @@ use energon_cook::{
     Batch, Cooker, HookError, HookResult, Keyed, Outputs, SampleContext, TaskEncoder,
 };
 
+use energon_reader::Sample;
+
 use crate::{
     hooks::{Hooks, Item},
     sample::Collated,
@@ -38,7 +40,10 @@ pub(crate) fn call_context(ctx: &SampleContext) -> CallContext {
 
 impl WorkerBatch {
     fn new(batch: Batch<Item>, hooks: &Hooks, ctx: &SampleContext) -> HookResult<Self> {
-        let all_rust = batch.samples.iter().all(|s| matches!(s.value, Item::Rust(_)));
+        // Samples of classes that only Python builds are batched by Python too.
+        let all_rust = batch.samples.iter().all(
+            |s| matches!(&s.value, Item::Rust(sample) if !matches!(sample, Sample::Fields(_))),
+        );
         if !all_rust || hooks.has_batch_hooks() {
             return Ok(WorkerBatch::Py(hooks.batch(batch, ctx)?));
         }

@@ -21,6 +21,7 @@ use serde_json::{Map as JsonMap, Value};
 
 use crate::{
     convert::Converter,
+    dataset::check_sample_class,
     encoder::PyEncoder,
     errors::to_py_err,
     file_store::PyFileStore,
@@ -68,8 +69,14 @@ impl MixSource {
         for planned in &plan.leaves {
             let build = py.detach(|| leaf_build(planned, decoder)).map_err(|e| to_py_err(&e))?;
             let build = match build {
-                Built::Sample(reader, subflavors) => LeafBuild::Sample { reader, subflavors },
+                Built::Sample(reader, subflavors) => {
+                    check_sample_class(py, &reader)?;
+                    LeafBuild::Sample { reader, subflavors }
+                }
                 Built::Join(readers, joiner) => {
+                    for (reader, _) in &readers {
+                        check_sample_class(py, reader)?;
+                    }
                     let joiner = hooks.make_joiner(py, joiner, names_of(planned))?;
                     LeafBuild::Join { readers, joiner }
                 }
@@ -101,7 +108,7 @@ impl MixSource {
     }
 
     /// The reference's class name of the samples, if every leaf yields the same type.
-    pub(crate) fn sample_type(&self) -> Option<&'static str> {
+    pub(crate) fn sample_type(&self) -> Option<&str> {
         let mut types = self.leaves.iter().map(|l| match &l.build {
             LeafBuild::Sample { reader, .. } => Some(reader.sample_type()),
             LeafBuild::Join { .. } => None,
@@ -152,6 +159,8 @@ fn leaf_build(planned: &PlannedLeaf, decoder: Option<Decoder>) -> energon_reader
         decoder,
         subflavors: None,
         max_open_shards: BUILD_ONLY_OPEN_SHARDS,
+        // Python's sample classes take what a field map gives, as the reference's do.
+        loose_fields: true,
     };
     Ok(match (&leaf.kind, planned.data.dataset()) {
         (LeafKind::Jsonl, Some(dataset)) => {
@@ -293,7 +302,7 @@ fn with_subflavors(mut sample: Sample, subflavors: &Subflavors) -> energon_reade
     if sample.meta().subflavors.as_ref() == Some(subflavors) {
         return Ok(sample);
     }
-    let type_name = sample.type_name();
+    let type_name = sample.type_name().to_owned();
     let path = sample.meta().sources.first().map(|s| s.dataset_path.to_path_buf());
     match meta_mut(&mut sample) {
         Some(meta) => {

@@ -23,7 +23,16 @@ pub(crate) fn sample_to_py<'py>(
     key: Option<&RestoreKey>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py_kwargs = PyDict::new(conv.py());
-    let type_name = sample.type_name();
+    if let Sample::Fields(sample) = sample {
+        // The class as the reference makes it: `sample_type(**base fields, **fields)`.
+        conv.set_origin(origin_of(&sample.meta));
+        conv.meta_into(sample.meta, key, &py_kwargs)?;
+        for (name, value) in sample.fields {
+            py_kwargs.set_item(name, conv.decoded(value)?)?;
+        }
+        return conv.named_class(&sample.class)?.call((), Some(&py_kwargs));
+    }
+    let type_name = sample.type_name().to_owned();
     if let Sample::Crude(crude) = sample {
         conv.set_origin(origin_of(&crude.meta));
         conv.meta_into(crude.meta, key, &py_kwargs)?;
@@ -40,7 +49,7 @@ pub(crate) fn sample_to_py<'py>(
         let value = conv.named_field(&name, value)?;
         py_kwargs.set_item(name, value)?;
     }
-    conv.class(type_name)?.call((), Some(&py_kwargs))
+    conv.class(&type_name)?.call((), Some(&py_kwargs))
 }
 
 /// One field of a collated batch.
@@ -56,7 +65,7 @@ enum Column {
 #[derive(Debug)]
 pub(crate) struct Collated {
     restore_key: RestoreKey,
-    type_name: &'static str,
+    type_name: String,
     crude: bool,
     metas: Vec<SampleMeta>,
     columns: Vec<(String, Column)>,
@@ -71,7 +80,10 @@ impl Collated {
         let Some(first) = samples.first() else {
             return Err("empty batch".to_owned());
         };
-        let type_name = first.value.type_name();
+        if matches!(first.value, Sample::Fields(_)) {
+            return Err("samples of classes built in Python are batched in Python".to_owned());
+        }
+        let type_name = first.value.type_name().to_owned();
         let crude = matches!(first.value, Sample::Crude(_));
         let mut metas = Vec::with_capacity(samples.len());
         let mut columns: Vec<(String, Vec<Field>)> = Vec::new();
@@ -161,7 +173,7 @@ impl Collated {
         if self.crude {
             return conv.class("CrudeSample")?.call1((kwargs,));
         }
-        conv.class(self.type_name)?.call((), Some(&kwargs))
+        conv.class(&self.type_name)?.call((), Some(&kwargs))
     }
 }
 

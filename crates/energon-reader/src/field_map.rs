@@ -44,6 +44,8 @@ pub(crate) struct FieldSource<'a> {
     uses: &'a PartUses,
     /// Decoded parts, by position in `raw.parts`.
     decoded: Vec<Option<Decoded>>,
+    /// Whether a field's value did not have the type of the field.
+    mismatched: bool,
 }
 
 impl<'a> FieldSource<'a> {
@@ -53,13 +55,31 @@ impl<'a> FieldSource<'a> {
         field_map: &'a FieldMap,
         uses: &'a PartUses,
     ) -> Self {
-        FieldSource { raw, decoder, field_map, uses, decoded: vec![None; raw.parts.len()] }
+        let decoded = vec![None; raw.parts.len()];
+        FieldSource { raw, decoder, field_map, uses, decoded, mismatched: false }
+    }
+
+    /// Every field of the field map, in its order, with the value it resolves to.
+    pub(crate) fn all(&mut self) -> Result<Vec<(String, Decoded)>> {
+        let field_map = self.field_map;
+        let mut fields = Vec::with_capacity(field_map.0.len());
+        for (field, _) in &field_map.0 {
+            let value = self.lookup(field)?.expect("the field is in the field map");
+            fields.push((field.clone(), value));
+        }
+        Ok(fields)
+    }
+
+    /// Whether a field failed because its value did not have the type of the field (rather
+    /// than because it could not be found or decoded).
+    pub(crate) fn mismatched(&self) -> bool {
+        self.mismatched
     }
 
     /// A field that must be mapped and resolve.
     pub(crate) fn required<T: FromDecoded>(&mut self, field: &str) -> Result<T> {
         match self.lookup(field)? {
-            Some(value) => T::from_decoded(value).map_err(|reason| self.field_error(field, reason)),
+            Some(value) => T::from_decoded(value).map_err(|reason| self.mismatch(field, reason)),
             None => Err(self.field_error(
                 field,
                 "the field is required but the field_map does not map it".to_owned(),
@@ -71,7 +91,7 @@ impl<'a> FieldSource<'a> {
     pub(crate) fn optional<T: FromDecoded>(&mut self, field: &str) -> Result<Option<T>> {
         match self.lookup(field)? {
             Some(value) => {
-                T::from_decoded(value).map(Some).map_err(|reason| self.field_error(field, reason))
+                T::from_decoded(value).map(Some).map_err(|reason| self.mismatch(field, reason))
             }
             None => Ok(None),
         }
@@ -180,6 +200,11 @@ impl<'a> FieldSource<'a> {
             index: Some(self.raw.index),
             offset,
         }
+    }
+
+    fn mismatch(&mut self, field: &str, reason: String) -> Error {
+        self.mismatched = true;
+        self.field_error(field, reason)
     }
 
     fn field_error(&self, field: &str, reason: String) -> Error {

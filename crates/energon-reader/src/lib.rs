@@ -61,5 +61,5 @@ pub use file_store::{
 pub use jsonl::{JSONL_PART, JsonlDataset};
 pub use raw::{Part, PartFilter, RESTORE_KEY_KIND, RawSample, SourceIndex, SourceInfo};
 pub use reader::{ReaderOptions, SampleReader};
-pub use sample::{CrudeSample, Sample, SampleMeta};
+pub use sample::{CrudeSample, FieldsSample, Sample, SampleMeta};
 pub use webdataset::{OpenOptions, WebDataset};

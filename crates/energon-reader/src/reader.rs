@@ -5,7 +5,9 @@ use std::{path::Path, sync::Arc};
 
 use energon_index::{
     DATASET_YAML, NV_META,
-    dataset_config::{DatasetConfig, FieldMap, PartFilter as ConfigPartFilter, SampleLoading},
+    dataset_config::{
+        ClassRef, DatasetConfig, FieldMap, PartFilter as ConfigPartFilter, SampleLoading,
+    },
     discover::{DatasetKind, classify},
 };
 use serde_json::{Map, Value};
@@ -15,7 +17,7 @@ use crate::{
     decode::Decoder,
     field_map::{FieldSource, PartUses},
     raw::{PartFilter, RawSample},
-    sample::{CrudeSample, Sample, SampleMeta},
+    sample::{CrudeSample, FieldsSample, Sample, SampleMeta},
 };
 
 /// How to open a [`SampleReader`].
@@ -35,6 +37,11 @@ pub struct ReaderOptions {
     pub subflavors: Option<Map<String, Value>>,
     /// How many shard maps to keep open at most.
     pub max_open_shards: usize,
+    /// Whether a field map may give a built-in type's field a value of another type, as the
+    /// reference's Python dataclasses allow (`answers: json[1][value]`, a string where a list
+    /// is declared): such a sample is then a [`Sample::Fields`] of the built-in class. Off, it
+    /// is an [`Error::Field`].
+    pub loose_fields: bool,
 }
 
 impl Default for ReaderOptions {
@@ -46,6 +53,7 @@ impl Default for ReaderOptions {
             decoder: Some(Decoder::default()),
             subflavors: None,
             max_open_shards: OpenOptions::default().max_open_shards,
+            loose_fields: false,
         }
     }
 }
@@ -53,8 +61,11 @@ impl Default for ReaderOptions {
 /// How samples are built from raw samples.
 #[derive(Debug, Clone)]
 enum Build {
-    /// A built-in sample type filled by a field map.
-    Typed { type_name: &'static str, field_map: FieldMap, uses: PartUses },
+    /// A built-in sample type filled by a field map; with `loose` a sample whose values do not
+    /// fit the type's fields is built as [`Build::Fields`] of the same class.
+    Typed { type_name: &'static str, field_map: FieldMap, uses: PartUses, loose: bool },
+    /// Another class, filled by a field map: [`Sample::Fields`].
+    Fields { class: Arc<ClassRef>, field_map: FieldMap, uses: PartUses },
     /// A crude sample: every part read, decoded.
     Crude,
 }
@@ -81,7 +92,8 @@ impl SampleReader {
     /// JSONL files are always crude. A custom Python `sample_loader` cannot run here: such a
     /// dataset is read as crude samples of its `part_filter` (see
     /// [`custom_loader`](Self::custom_loader)). A sample type from another Python module than
-    /// `megatron.energon` is [`Error::Unsupported`].
+    /// `megatron.energon` with a field map gives [`Sample::Fields`] of that class (see
+    /// [`sample_class`](Self::sample_class)).
     pub fn open(path: &Path, options: &ReaderOptions) -> Result<Self> {
         let mut open = OpenOptions {
             split_part: options.split_part.clone(),
@@ -113,20 +125,22 @@ impl SampleReader {
             open.split_config = Some(split.clone());
         }
         let mut custom_loader = None;
-        let build = match &config {
-            DatasetConfig::Standard(c) => {
-                let Some(info) = c.sample_type.builtin_sample_type() else {
-                    return Err(Error::Unsupported {
-                        path: config_path,
-                        reason: format!(
-                            "sample type {}.{} is a Python class; energon-rs builds only the \
-                             built-in sample types (use a crude dataset and a cooker)",
-                            c.sample_type.module, c.sample_type.class
-                        ),
-                    });
-                };
-                loading_build(info.name, &c.loading, &mut open, &mut custom_loader)
-            }
+        let mut build = match &config {
+            DatasetConfig::Standard(c) => match (c.sample_type.builtin_sample_type(), &c.loading) {
+                (Some(info), loading) => {
+                    loading_build(info.name, loading, &mut open, &mut custom_loader)
+                }
+                (None, SampleLoading::FieldMap(field_map)) => {
+                    open.part_filter = PartFilter::Names(field_map.part_filter());
+                    Build::Fields {
+                        class: Arc::new(c.sample_type.clone()),
+                        field_map: field_map.clone(),
+                        uses: PartUses::of(field_map),
+                    }
+                }
+                // The class is the custom loader's business (see `custom_loader`).
+                (None, loading) => loading_build("", loading, &mut open, &mut custom_loader),
+            },
             DatasetConfig::Legacy(c) => {
                 loading_build(c.sample_type.name, &c.loading, &mut open, &mut custom_loader)
             }
@@ -137,6 +151,9 @@ impl SampleReader {
         };
         // COMPAT(energon 7.4): dataset.yaml's `subflavors` key replaces the caller's.
         let subflavors = config.subflavors().cloned().or_else(|| options.subflavors.clone());
+        if let Build::Typed { loose, .. } = &mut build {
+            *loose = options.loose_fields;
+        }
         let dataset = Dataset::open(path, &open)?;
         Ok(SampleReader {
             dataset: Arc::new(dataset),
@@ -170,11 +187,22 @@ impl SampleReader {
         self.config.as_ref()
     }
 
-    /// The reference class of the samples (`CaptioningSample`, `CrudeSample`, ...).
-    pub fn sample_type(&self) -> &'static str {
+    /// The reference class of the samples (`CaptioningSample`, `CrudeSample`, ...; a user's
+    /// class by its name).
+    pub fn sample_type(&self) -> &str {
         match &self.build {
             Build::Typed { type_name, .. } => type_name,
+            Build::Fields { class, .. } => &class.class,
             Build::Crude => "CrudeSample",
+        }
+    }
+
+    /// The class of the samples when it is not a built-in type: the samples are
+    /// [`Sample::Fields`], for the caller to build the class from.
+    pub fn sample_class(&self) -> Option<&ClassRef> {
+        match &self.build {
+            Build::Fields { class, .. } => Some(class),
+            _ => None,
         }
     }
 
@@ -219,10 +247,27 @@ impl SampleReader {
             vec![raw.source_info()],
         );
         match &self.build {
-            Build::Typed { type_name, field_map, uses } => {
+            Build::Typed { type_name, field_map, uses, loose } => {
                 let mut src = FieldSource::new(raw, self.decoder.as_ref(), field_map, uses);
-                Sample::build_typed(type_name, meta, &mut src)
-                    .expect("type names come from the built-in sample types")
+                let res = Sample::build_typed(type_name, meta.clone(), &mut src)
+                    .expect("type names come from the built-in sample types");
+                match res {
+                    Err(Error::Field { .. }) if *loose && src.mismatched() => {
+                        let class = ClassRef {
+                            module: "megatron.energon".to_owned(),
+                            class: (*type_name).to_owned(),
+                        };
+                        let mut src = FieldSource::new(raw, self.decoder.as_ref(), field_map, uses);
+                        let fields = src.all()?;
+                        Ok(Sample::Fields(FieldsSample { meta, class: Arc::new(class), fields }))
+                    }
+                    res => res,
+                }
+            }
+            Build::Fields { class, field_map, uses } => {
+                let mut src = FieldSource::new(raw, self.decoder.as_ref(), field_map, uses);
+                let fields = src.all()?;
+                Ok(Sample::Fields(FieldsSample { meta, class: Arc::clone(class), fields }))
             }
             Build::Crude => {
                 let mut parts = Vec::with_capacity(raw.parts.len());
@@ -260,7 +305,8 @@ fn loading_build(
     match loading {
         SampleLoading::FieldMap(field_map) => {
             open.part_filter = PartFilter::Names(field_map.part_filter());
-            Build::Typed { type_name, field_map: field_map.clone(), uses: PartUses::of(field_map) }
+            let uses = PartUses::of(field_map);
+            Build::Typed { type_name, field_map: field_map.clone(), uses, loose: false }
         }
         SampleLoading::Custom { sample_loader, part_filter } => {
             *custom_loader = Some(sample_loader.clone());

@@ -11,6 +11,7 @@ mod types;
 
 use std::sync::Arc;
 
+use energon_index::dataset_config::ClassRef;
 use serde_json::{Map, Value};
 
 pub use self::{
@@ -57,6 +58,20 @@ pub struct CrudeSample {
     pub shard: Arc<str>,
     /// The parts: part name (`jpg`, `json`, ...) and decoded value.
     pub parts: Vec<(String, Decoded)>,
+}
+
+/// A sample of a class that is not one of the built-in types (a user's class from
+/// `dataset.yaml`, or a built-in one whose field map yields values of other types than its
+/// fields declare): the fields its field map filled, for the caller to instantiate the class
+/// with (the reference's `sample_type(**fields)`, which does not check types).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldsSample {
+    /// `__key__`, `__restore_key__`, `__subflavors__`, `__sources__`.
+    pub meta: SampleMeta,
+    /// The class (`module`, `class`), as `dataset.yaml` names it.
+    pub class: Arc<ClassRef>,
+    /// The fields, in field map order, with the values the field map gave.
+    pub fields: Vec<(String, Decoded)>,
 }
 
 impl CrudeSample {

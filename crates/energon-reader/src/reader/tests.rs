@@ -393,16 +393,18 @@ fn custom_loaders_fall_back_to_crude_samples_of_their_part_filter() {
 }
 
 #[test]
-fn python_sample_types_and_missing_configs_are_unsupported() {
+fn python_sample_types_give_their_fields_and_missing_configs_are_unsupported() {
     let set = TestSet::new(
         rich_members(),
         "sample_type:\n  __module__: my.module\n  __class__: MySample\nfield_map:\n  text: txt\n",
     );
-    let err = set.open().unwrap_err();
-    assert!(
-        matches!(&err, Error::Unsupported { reason, .. } if reason.contains("my.module.MySample")),
-        "{err}"
-    );
+    let reader = set.open().unwrap();
+    assert_eq!(reader.sample_type(), "MySample");
+    let class = reader.sample_class().unwrap();
+    assert_eq!((class.module.as_str(), class.class.as_str()), ("my.module", "MySample"));
+    let Sample::Fields(s) = reader.read(0).unwrap().unwrap() else { panic!() };
+    assert_eq!(s.fields.len(), 1);
+    assert!(matches!(&s.fields[0], (name, Decoded::Text(_)) if name == "text"));
     fs::remove_file(set.path().join(".nv-meta/dataset.yaml")).unwrap();
     assert!(matches!(set.open().unwrap_err(), Error::Unsupported { .. }));
 }

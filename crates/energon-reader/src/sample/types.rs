@@ -4,7 +4,7 @@ use crate::{
     decode::{Decoded, Tensor},
     error::Result,
     field_map::FieldSource,
-    sample::{CrudeSample, Field, FieldValue, IntoField, IntoFieldValue, SampleMeta},
+    sample::{CrudeSample, Field, FieldValue, FieldsSample, IntoField, IntoFieldValue, SampleMeta},
 };
 
 /// Declares the sample types: a struct per type (base fields in `meta`, then the type's own
@@ -62,14 +62,18 @@ macro_rules! sample_types {
             $( #[doc = concat!("`", $py, "`.")] $variant($name), )*
             /// `CrudeSample`: a plain map of decoded parts.
             Crude(CrudeSample),
+            /// A class the Rust types do not build: its fields, for the caller to build it.
+            Fields(FieldsSample),
         }
 
         impl Sample {
-            /// The reference's class name (`CaptioningSample`, `CrudeSample`, ...).
-            pub fn type_name(&self) -> &'static str {
+            /// The reference's class name (`CaptioningSample`, `CrudeSample`, ...; a user's
+            /// class by its name).
+            pub fn type_name(&self) -> &str {
                 match self {
                     $( Sample::$variant(_) => $py, )*
                     Sample::Crude(_) => "CrudeSample",
+                    Sample::Fields(s) => &s.class.class,
                 }
             }
 
@@ -78,6 +82,7 @@ macro_rules! sample_types {
                 match self {
                     $( Sample::$variant(s) => &s.meta, )*
                     Sample::Crude(s) => &s.meta,
+                    Sample::Fields(s) => &s.meta,
                 }
             }
 
@@ -88,6 +93,9 @@ macro_rules! sample_types {
                     $( Sample::$variant(s) => s.fields(), )*
                     Sample::Crude(s) => {
                         s.parts.iter().map(|(n, v)| (n.as_str(), FieldValue::Decoded(v))).collect()
+                    }
+                    Sample::Fields(s) => {
+                        s.fields.iter().map(|(n, v)| (n.as_str(), FieldValue::Decoded(v))).collect()
                     }
                 }
             }
@@ -102,6 +110,10 @@ macro_rules! sample_types {
                     } )*
                     Sample::Crude(s) => {
                         let fields = s.parts.into_iter().map(|(n, v)| (n, Field::Decoded(v)));
+                        (s.meta, fields.collect())
+                    }
+                    Sample::Fields(s) => {
+                        let fields = s.fields.into_iter().map(|(n, v)| (n, Field::Decoded(v)));
                         (s.meta, fields.collect())
                     }
                 }
