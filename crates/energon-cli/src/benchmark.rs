@@ -6,7 +6,6 @@
 
 use std::{
     fs,
-    process::ExitCode,
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
@@ -51,7 +50,7 @@ struct Measured {
     checksum: u64,
 }
 
-pub(crate) fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: BenchmarkArgs) -> anyhow::Result<u8> {
     let start = Instant::now();
     let bytes_read = Arc::new(AtomicU64::new(0));
     let counter = Arc::clone(&bytes_read);
@@ -108,18 +107,18 @@ pub(crate) fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
             "batch_size": args.loader.batch_size,
             "checksum": measured.checksum,
         });
-        println!("{line}");
+        outln!("{line}");
     } else {
-        println!("samples          {n_samples} in {n_items} items");
-        println!("samples/s        {steady:.1} (after the first batch; {overall:.1} overall)");
-        println!("MB/s read        {mb_per_s:.1} ({mb:.1} MB of sample data)");
-        println!("first batch      {first_batch_s:.3} s");
+        outln!("samples          {n_samples} in {n_items} items");
+        outln!("samples/s        {steady:.1} (after the first batch; {overall:.1} overall)");
+        outln!("MB/s read        {mb_per_s:.1} ({mb:.1} MB of sample data)");
+        outln!("first batch      {first_batch_s:.3} s");
         match peak_rss_mb {
-            Some(rss) => println!("peak RSS         {rss:.1} MB"),
-            None => println!("peak RSS         unknown"),
+            Some(rss) => outln!("peak RSS         {rss:.1} MB"),
+            None => outln!("peak RSS         unknown"),
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
 /// Pulls samples (or batches) from the loader until `args.samples` samples have come out.

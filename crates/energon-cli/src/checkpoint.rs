@@ -5,7 +5,6 @@
 use std::{
     fs,
     path::{Path, PathBuf},
-    process::ExitCode,
 };
 
 use anyhow::Context;
@@ -58,7 +57,7 @@ struct RedistArgs {
     new_num_workers: Option<usize>,
 }
 
-pub(crate) fn run(args: CheckpointArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: CheckpointArgs) -> anyhow::Result<u8> {
     match args.command {
         CheckpointCommand::Info(args) => info(&args),
         CheckpointCommand::Redist(args) => redist(args),
@@ -69,33 +68,36 @@ fn read(path: &Path) -> anyhow::Result<Checkpoint> {
     Checkpoint::read(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
-fn info(args: &InfoArgs) -> anyhow::Result<ExitCode> {
+fn info(args: &InfoArgs) -> anyhow::Result<u8> {
     for path in &args.files {
         let checkpoint = read(path)?;
         if args.json {
             let bytes = checkpoint.to_bytes(Encoding::Json)?;
-            print!("{}", String::from_utf8_lossy(&bytes));
+            out!("{}", String::from_utf8_lossy(&bytes));
             continue;
         }
         let kind = if checkpoint.ranks.len() == 1 { "per-rank" } else { "global" };
-        println!(
+        outln!(
             "{}: {kind} checkpoint, {} rank{}",
             path.display(),
             checkpoint.ranks.len(),
             if checkpoint.ranks.len() == 1 { "" } else { "s" }
         );
         for state in &checkpoint.ranks {
-            print_rank(state, args.config);
+            print_rank(state, args.config)?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
-fn print_rank(state: &LoaderState, config: bool) {
+fn print_rank(state: &LoaderState, config: bool) -> anyhow::Result<()> {
     let batch = state.micro_batch_size.map_or_else(|| "none".to_owned(), |b| b.to_string());
-    println!(
+    outln!(
         "  rank {} of {}: {} workers, next worker {}, micro batch size {batch}",
-        state.rank, state.world_size, state.num_workers, state.next_worker
+        state.rank,
+        state.world_size,
+        state.num_workers,
+        state.next_worker
     );
     for (local, worker) in state.workers.iter().enumerate() {
         let (items, buffered) =
@@ -114,10 +116,10 @@ fn print_rank(state: &LoaderState, config: bool) {
         if worker.exhausted {
             line.push_str(", pass ended");
         }
-        println!("{line}");
+        outln!("{line}");
     }
     if let Some(old) = &state.reshaped {
-        println!(
+        outln!(
             "    continues a job of {} ranks x {} workers: the rest of their {} workers' passes \
              is dealt to this rank's workers when it restores",
             old.world_size,
@@ -127,9 +129,10 @@ fn print_rank(state: &LoaderState, config: bool) {
     }
     if config {
         for (key, value) in &state.config.0 {
-            println!("    {key} = {value}");
+            outln!("    {key} = {value}");
         }
     }
+    Ok(())
 }
 
 /// The items a worker handed out (its outermost stage's count).
@@ -153,7 +156,7 @@ fn buffered(state: &StageState) -> usize {
     own + state.children().iter().map(buffered).sum::<usize>()
 }
 
-fn redist(args: RedistArgs) -> anyhow::Result<ExitCode> {
+fn redist(args: RedistArgs) -> anyhow::Result<u8> {
     let mut paths = args.paths;
     let output = paths.pop().expect("clap requires at least two paths");
     let inputs = paths;
@@ -172,8 +175,8 @@ fn redist(args: RedistArgs) -> anyhow::Result<ExitCode> {
         .context("cannot redistribute the checkpoints")?;
     if global && !output.is_dir() {
         redistributed.write(&output)?;
-        println!("{}", output.display());
-        return Ok(ExitCode::SUCCESS);
+        outln!("{}", output.display());
+        return Ok(0);
     }
     fs::create_dir_all(&output)
         .with_context(|| format!("cannot create the folder {}", output.display()))?;
@@ -186,9 +189,9 @@ fn redist(args: RedistArgs) -> anyhow::Result<ExitCode> {
         };
         let path = output.join(name);
         Checkpoint::of_rank(state).write(&path)?;
-        println!("{}", path.display());
+        outln!("{}", path.display());
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
 /// A file name with the rank in it (`state-r0.ckpt`, `ckpt_rank003.json`): the last run of

@@ -19,7 +19,6 @@
 use std::{
     fmt::Write as _,
     path::{Component, Path, PathBuf},
-    process::ExitCode,
 };
 
 use anyhow::{Context, bail};
@@ -46,9 +45,9 @@ pub(crate) struct InfoArgs {
     dataset_config: String,
 }
 
-pub(crate) fn run(args: InfoArgs) -> anyhow::Result<ExitCode> {
-    print!("{}", summary(&args)?);
-    Ok(ExitCode::SUCCESS)
+pub(crate) fn run(args: InfoArgs) -> anyhow::Result<u8> {
+    out!("{}", summary(&args)?);
+    Ok(0)
 }
 
 /// The text `energon info` prints.

@@ -7,7 +7,7 @@
 //! Exit status: 0 when everything reads, 1 when a problem was found (each is listed on stderr),
 //! 2 when the dataset cannot be opened at all.
 
-use std::{path::PathBuf, process::ExitCode};
+use std::path::PathBuf;
 
 use clap::Args;
 use energon_index::discover::{DatasetKind, classify};
@@ -35,13 +35,13 @@ pub(crate) struct LintArgs {
     parallel: usize,
 }
 
-pub(crate) fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: LintArgs) -> anyhow::Result<u8> {
     let kind = classify(&args.path)?;
     // Shards that do not match their index files; their samples are still read below, so that
     // every other problem is listed too.
     let mut n_changed = 0;
     if kind == DatasetKind::WebDataset {
-        println!("Checking the index files...");
+        outln!("Checking the index files...");
         let problems = check_index_files(&args.path)?;
         for p in &problems {
             match &p.index_count {
@@ -57,16 +57,16 @@ pub(crate) fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
                 "error: validation failed: {} index file(s) do not match .info.json",
                 problems.len()
             );
-            return Ok(ExitCode::from(1));
+            return Ok(1);
         }
-        println!("Checking the shards against their index files...");
+        outln!("Checking the shards against their index files...");
         let changed = check_shard_rows(&args.path)?;
         for p in &changed {
             eprintln!("Error in shard {}: {}", p.shard, p.error);
         }
         n_changed = changed.len();
     } else {
-        println!(
+        outln!(
             "{} is not a directory, therefore the index will not be checked",
             args.path.display()
         );
@@ -79,7 +79,7 @@ pub(crate) fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         let Some(reader) =
             splits::open_split(&args.path, split_part, &args.split_config, &args.dataset_config)?
         else {
-            println!("Skipping empty split part {split_part}");
+            outln!("Skipping empty split part {split_part}");
             continue;
         };
         if let Some(loader) = reader.custom_loader() {
@@ -92,7 +92,7 @@ pub(crate) fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         } else {
             format!("split part {split_part}")
         };
-        println!("Checking {label} ({} samples)...", reader.len());
+        outln!("Checking {label} ({} samples)...", reader.len());
         let bar = ProgressBar::new(reader.len());
         bar.set_style(
             ProgressStyle::with_template("{bar:40} {pos}/{len} samples ({per_sec}, {eta})")
@@ -112,7 +112,7 @@ pub(crate) fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
             );
             failed.push(format!("{shard}/{key}"));
         }
-        println!(
+        outln!(
             "{}: {} samples read, {} excluded, {} failed",
             split_part,
             report.n_samples - report.n_excluded - report.problems.len() as u64,
@@ -128,10 +128,10 @@ pub(crate) fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     }
     if failed.is_empty() {
         if n_changed > 0 {
-            return Ok(ExitCode::from(1));
+            return Ok(1);
         }
-        println!("OK: {n_checked} samples read and decoded without error");
-        return Ok(ExitCode::SUCCESS);
+        outln!("OK: {n_checked} samples read and decoded without error");
+        return Ok(0);
     }
     eprintln!(
         "The following shards/samples failed (to skip them, add them to the exclude list of the split config):"
@@ -140,5 +140,5 @@ pub(crate) fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         eprintln!("- {item}");
     }
     eprintln!("error: validation failed: {} bad sample(s)", failed.len());
-    Ok(ExitCode::from(1))
+    Ok(1)
 }

@@ -23,7 +23,7 @@ mod fs;
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, ExitCode, Stdio},
+    process::{Command, Stdio},
     sync::mpsc,
     time::{Duration, Instant},
 };
@@ -57,7 +57,7 @@ pub(crate) struct MountArgs {
     threads: usize,
 }
 
-pub(crate) fn run(args: MountArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: MountArgs) -> anyhow::Result<u8> {
     // Ctrl-C and friends are taken by a waiting thread, not by the default handler that would
     // end the process with the file system still mounted. Threads inherit the blocked mask, so
     // it is set before any thread starts (the object-store client starts its threads on the
@@ -79,7 +79,7 @@ pub(crate) fn run(args: MountArgs) -> anyhow::Result<ExitCode> {
     let db = args.path.join(NV_META).join(INDEX_SQLITE);
     let index = SqliteIndex::open(&db).with_context(|| format!("cannot open {}", db.display()))?;
     let store = WebdatasetFileStore::open(&args.path)?;
-    println!("Mounting {} at {}...", args.path.display(), args.mountpoint.display());
+    outln!("Mounting {} at {}...", args.path.display(), args.mountpoint.display());
     let tree = fs::Tree::build(&args.path, &index, &store, args.sample_folders, args.allow_slow)?;
     if args.detach {
         // Everything that can go wrong with the dataset went wrong above, in the foreground.
@@ -102,7 +102,7 @@ pub(crate) fn run(args: MountArgs) -> anyhow::Result<ExitCode> {
             args.mountpoint.display()
         )
     })?;
-    println!("Mount is ready to go.");
+    outln!("Mount is ready to go.");
 
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -127,14 +127,14 @@ pub(crate) fn run(args: MountArgs) -> anyhow::Result<ExitCode> {
                         bail!("cannot unmount {}", args.mountpoint.display());
                     }
                 }
-                return Ok(ExitCode::SUCCESS);
+                return Ok(0);
             }
             Err(mpsc::RecvTimeoutError::Timeout) if !session.guard.is_finished() => {}
             Err(_) => {
                 // Unmounted from outside (`fusermount -u`).
                 session.join().context("the file system ended with an error")?;
-                println!("Closing energon mount.");
-                return Ok(ExitCode::SUCCESS);
+                outln!("Closing energon mount.");
+                return Ok(0);
             }
         }
     }
@@ -178,7 +178,7 @@ fn check_mountpoint(mountpoint: &Path) -> anyhow::Result<()> {
 
 /// `--detach`: runs `energon mount` without it as a background process in its own process
 /// group, and returns once the mount is up (or the process failed).
-fn detach(args: &MountArgs) -> anyhow::Result<ExitCode> {
+fn detach(args: &MountArgs) -> anyhow::Result<u8> {
     use std::os::unix::{fs::MetadataExt, process::CommandExt};
 
     let exe = std::env::current_exe().context("cannot find the energon executable")?;
@@ -202,14 +202,14 @@ fn detach(args: &MountArgs) -> anyhow::Result<ExitCode> {
             bail!("the background mount failed ({status}); run without --detach to see why");
         }
         if std::fs::metadata(&args.mountpoint).is_ok_and(|m| m.dev() != dev_before) {
-            println!(
+            outln!(
                 "Mounted {} at {} in the background (process {}); unmount with `fusermount -u {}`",
                 args.path.display(),
                 args.mountpoint.display(),
                 child.id(),
                 args.mountpoint.display()
             );
-            return Ok(ExitCode::SUCCESS);
+            return Ok(0);
         }
         if Instant::now() > deadline {
             let _ = child.kill();

@@ -2,7 +2,6 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::ExitCode,
     sync::{
         Mutex,
         atomic::{AtomicU64, Ordering},
@@ -92,7 +91,7 @@ pub(crate) struct PrepareArgs {
     media: prepare_media::MediaFlags,
 }
 
-pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<u8> {
     let path = args.path.clone();
     let kind = discover::classify(&path)?;
     let media_filter = if args.media.any() {
@@ -115,15 +114,17 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
         DatasetKind::Jsonl => {
             let n = prepare::prepare_jsonl(&path)
                 .with_context(|| format!("while preparing {}", path.display()))?;
-            println!("Found {n} samples in the JSONL dataset {}", path.display());
-            println!("Done");
-            return Ok(ExitCode::SUCCESS);
+            outln!("Found {n} samples in the JSONL dataset {}", path.display());
+            outln!("Done");
+            return Ok(0);
         }
         DatasetKind::Metadataset => {
             let report = energon_mix::prepare_metadataset(&path)
                 .with_context(|| format!("while preparing {}", path.display()))?;
-            report.lines().iter().for_each(|line| println!("{line}"));
-            return Ok(ExitCode::SUCCESS);
+            for line in report.lines() {
+                outln!("{line}");
+            }
+            return Ok(0);
         }
         DatasetKind::Filesystem => {
             bail!(
@@ -152,7 +153,7 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
             "It seems the dataset had already been prepared. Do you want to continue?",
             false,
         )? {
-            return Ok(ExitCode::from(1));
+            return Ok(1);
         }
     }
     let split = split_choice(&args, interactive)?;
@@ -218,24 +219,24 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(fixed) = &summary.fixed_duplicates {
         let (key, first, second) = &fixed.example;
-        println!(
+        outln!(
             "Fixed duplicate keys (e.g. {key:?} in {first} and {second}): renamed {} members",
             fixed.members_renamed
         );
     }
-    println!(
+    outln!(
         "Indexed {} samples in {} shards of {}",
         summary.n_samples(),
         summary.shards.len(),
         path.display()
     );
     for (name, shards) in &summary.split_parts {
-        println!("  split part {name}: {} shards", shards.len());
+        outln!("  split part {name}: {} shards", shards.len());
     }
     if !summary.first_keys.is_empty() {
-        println!("Sample keys of the first shard: {}", summary.first_keys.join(", "));
+        outln!("Sample keys of the first shard: {}", summary.first_keys.join(", "));
     }
-    println!("Found the sample parts: {}", summary.part_names.join(", "));
+    outln!("Found the sample parts: {}", summary.part_names.join(", "));
     if let Some(filter) = media_filter {
         // As the reference, a prepare with media flags replaces the media tables.
         let options = PrepareMediaOptions {
@@ -245,14 +246,14 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<ExitCode> {
             tmp_path: args.tmp_path.clone(),
         };
         let media = prepare_media::media_pass(&path, options, show_progress)?;
-        prepare_media::report(&media);
+        prepare_media::report(&media)?;
     }
     if !from_info {
         write_dataset_yaml(&args, &path, &summary.part_names, interactive)?;
     }
     // The last line of a successful prepare, as the reference prints it.
-    println!("Done");
-    Ok(ExitCode::SUCCESS)
+    outln!("Done");
+    Ok(0)
 }
 
 fn split_choice(args: &PrepareArgs, interactive: bool) -> anyhow::Result<SplitChoice> {
@@ -311,7 +312,7 @@ fn write_dataset_yaml(
     let yaml_path = root.join(NV_META).join(&args.dataset_yaml_name);
     if sample_type == "CrudeWebdataset" {
         dataset_config::write_crude_dataset_yaml(&yaml_path)?;
-        println!("Wrote {}", yaml_path.display());
+        outln!("Wrote {}", yaml_path.display());
         return Ok(());
     }
     let Some(sample) = dataset_config::sample_type_info(&sample_type) else {
@@ -341,10 +342,10 @@ fn write_dataset_yaml(
                     )?);
             if write {
                 dataset_config::write_sample_loader_template(&loader, sample, part_names)?;
-                println!("Created {}: edit it to return the proper values.", loader.display());
+                outln!("Created {}: edit it to return the proper values.", loader.display());
             }
             dataset_config::write_sample_loader_dataset_yaml(&yaml_path, sample.name)?;
-            println!("Wrote {}", yaml_path.display());
+            outln!("Wrote {}", yaml_path.display());
             return Ok(());
         }
     };
@@ -358,7 +359,7 @@ fn write_dataset_yaml(
         }
     }
     dataset_config::write_standard_dataset_yaml(&yaml_path, sample.name, &field_map)?;
-    println!("Wrote {}", yaml_path.display());
+    outln!("Wrote {}", yaml_path.display());
     Ok(())
 }
 

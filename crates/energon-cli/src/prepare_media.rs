@@ -2,8 +2,8 @@
 //! the `--media-metadata-by-...` flags shared with `energon prepare`.
 
 use std::{
+    io::Write as _,
     path::{Path, PathBuf},
-    process::ExitCode,
     sync::{
         Mutex,
         atomic::{AtomicU64, Ordering},
@@ -71,7 +71,7 @@ pub(crate) struct PrepareMediaArgs {
     tmp_path: Option<PathBuf>,
 }
 
-pub(crate) fn run(args: PrepareMediaArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: PrepareMediaArgs) -> anyhow::Result<u8> {
     let filter = args.media.filter()?;
     if !energon_index::storage::is_dir(&args.path) {
         bail!(
@@ -89,8 +89,8 @@ pub(crate) fn run(args: PrepareMediaArgs) -> anyhow::Result<ExitCode> {
         tmp_path: args.tmp_path.clone(),
     };
     let summary = media_pass(&args.path, options, !args.no_progress)?;
-    report(&summary);
-    Ok(ExitCode::SUCCESS)
+    report(&summary)?;
+    Ok(0)
 }
 
 /// Runs the media pass with a progress bar on standard error and prints what it is doing.
@@ -105,15 +105,16 @@ pub(crate) fn media_pass(
         let Ok(mut bar) = bar.lock() else { return };
         match event {
             Progress::Start { kind, n_tasks } => {
-                println!(
-                    "{}",
-                    match kind {
-                        MediaSourceKind::WebDataset =>
-                            "Preparing webdataset and computing media metadata...",
-                        MediaSourceKind::Folder =>
-                            "Preparing filesystem dataset and computing media metadata...",
+                let message = match kind {
+                    MediaSourceKind::WebDataset => {
+                        "Preparing webdataset and computing media metadata..."
                     }
-                );
+                    MediaSourceKind::Folder => {
+                        "Preparing filesystem dataset and computing media metadata..."
+                    }
+                };
+                // (A closed stdout is noticed by the report at the end.)
+                let _ = writeln!(std::io::stdout().lock(), "{message}");
                 if !show_progress {
                     return;
                 }
@@ -152,10 +153,10 @@ pub(crate) fn media_pass(
 
 /// Prints the outcome: the number of stored entries (as the reference does) and, on standard
 /// error, the entries that were skipped with their reasons.
-pub(crate) fn report(summary: &MediaSummary) {
-    println!("Done. Stored metadata for {} files.", summary.n_stored);
+pub(crate) fn report(summary: &MediaSummary) -> anyhow::Result<()> {
+    outln!("Done. Stored metadata for {} files.", summary.n_stored);
     if summary.n_skipped == 0 {
-        return;
+        return Ok(());
     }
     eprintln!(
         "Skipped {} media entries whose metadata could not be read{}:",
@@ -169,4 +170,5 @@ pub(crate) fn report(summary: &MediaSummary) {
     for skipped in summary.skipped.iter().take(SKIPPED_SHOWN) {
         eprintln!("  {}: {}", skipped.entry_key, skipped.reason);
     }
+    Ok(())
 }

@@ -5,7 +5,7 @@
 //! `--non-interactive` (or without a terminal) it prints the first N samples (default 10) of
 //! each split part without asking.
 
-use std::{fmt::Write as _, path::PathBuf, process::ExitCode};
+use std::{fmt::Write as _, path::PathBuf};
 
 use clap::Args;
 use energon_index::{
@@ -44,7 +44,7 @@ pub(crate) struct PreviewArgs {
 /// Samples printed per split part when nobody is asked.
 const DEFAULT_COUNT: u64 = 10;
 
-pub(crate) fn run(args: PreviewArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: PreviewArgs) -> anyhow::Result<u8> {
     let interactive = !args.non_interactive && args.num_samples.is_none() && prompt::interactive();
     let limit = args.num_samples.unwrap_or(if interactive { u64::MAX } else { DEFAULT_COUNT });
     let is_jsonl = classify(&args.path)? == DatasetKind::Jsonl;
@@ -53,18 +53,14 @@ pub(crate) fn run(args: PreviewArgs) -> anyhow::Result<ExitCode> {
         let Some(reader) =
             splits::open_split(&args.path, split_part, &args.split_config, &args.dataset_config)?
         else {
-            println!("Dataset {split_part} is empty. Skipping.");
+            outln!("Dataset {split_part} is empty. Skipping.");
             continue;
         };
         if !is_jsonl {
-            println!(
-                "Split part {split_part}: {} samples of {}",
-                reader.len(),
-                reader.sample_type()
-            );
+            outln!("Split part {split_part}: {} samples of {}", reader.len(), reader.sample_type());
         }
         if let Some(loader) = reader.custom_loader() {
-            println!("(custom loader {loader} cannot run here: showing the raw parts)");
+            outln!("(custom loader {loader} cannot run here: showing the raw parts)");
         }
         let mut shown = 0u64;
         for index in 0..reader.len() {
@@ -72,15 +68,15 @@ pub(crate) fn run(args: PreviewArgs) -> anyhow::Result<ExitCode> {
                 break;
             }
             let Some(sample) = reader.read(index)? else { continue };
-            print!("{}", render_sample(shown, &sample, args.width));
+            out!("{}", render_sample(shown, &sample, args.width));
             shown += 1;
             if interactive && !prompt::confirm("Continue?", false)? {
-                println!("Exiting Preview");
+                outln!("Exiting Preview");
                 break;
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
 /// One sample: its key, then every field of its type (or every part of a crude sample).

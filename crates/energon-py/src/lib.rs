@@ -45,6 +45,13 @@ fn worker_seed(
     Ok(seed.get())
 }
 
+/// Runs the `energon` command line `args` (the program name first) in this process, as the
+/// `energon` program does, and returns its exit status (the GIL is released meanwhile).
+#[pyfunction]
+fn run_cli(py: Python<'_>, args: Vec<std::ffi::OsString>) -> u8 {
+    py.detach(|| energon_cli::run(args))
+}
+
 /// The native extension module. It declares that it does not need the GIL: every class is
 /// `Sync` (PyO3 checks it), the Rust state they share is behind locks or atomics, and Python
 /// objects are touched only while attached to the interpreter; so on a free-threaded
@@ -64,6 +71,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<contract::HookSet>()?;
     m.add_class::<file_store::PyFileStore>()?;
     m.add_function(wrap_pyfunction!(worker_seed, m)?)?;
+    m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     m.add_function(wrap_pyfunction!(loader::checkpoint_topology, m)?)?;
     m.add_function(wrap_pyfunction!(loader::reshape_checkpoints, m)?)?;
     m.add_function(wrap_pyfunction!(workers::serve_worker, m)?)?;

@@ -42,13 +42,42 @@ def test_prepare_and_info_forward_to_the_program(runner, tmp_path):
     assert "field_map:\n  image: jpg\n  caption: txt\n" in (ds / ".nv-meta" / "dataset.yaml").read_text()
 
 
-def test_a_missing_program_is_a_clear_error(monkeypatch):
-    from energon_rs.cli import lint_command
+def test_without_energon_bin_the_packages_own_command_runs(monkeypatch, ref_small):
+    from energon_rs.cli import info_command
 
     monkeypatch.setenv("ENERGON_BIN", "")
     monkeypatch.setenv("PATH", "")
-    res = click_testing.CliRunner().invoke(lint_command, ["x"])
-    assert res.exit_code == 1 and "energon program was not found" in res.output
+    res = click_testing.CliRunner().invoke(info_command, [str(ref_small)])
+    assert res.exit_code == 0, res.output
+    assert "CaptioningSample" in res.output
+
+
+def test_the_wheel_installs_the_energon_command(tmp_path, ref_small):
+    """`pip install` gives the `energon` command, the same command line as the program."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    program = Path(sys.executable).parent / "energon"
+    assert program.exists(), "the package's console script is not installed"
+    version = subprocess.run([program, "--version"], capture_output=True, text=True, check=True)
+    assert version.stdout.startswith("energon energon-rs ")
+    info = subprocess.run([program, "info", ref_small], capture_output=True, text=True)
+    assert info.returncode == 0 and "CaptioningSample" in info.stdout, info.stderr
+    # Errors and usage as the program reports them.
+    missing = subprocess.run([program, "info", tmp_path / "nothing"], capture_output=True, text=True)
+    assert missing.returncode == 2 and missing.stderr.startswith("error: ")
+    usage = subprocess.run([program, "no-such-command"], capture_output=True, text=True)
+    assert usage.returncode == 2 and "no-such-command" in usage.stderr
+    # A closed stdout ends it quietly.
+    head = subprocess.run(
+        f"'{program}' preview '{ref_small}' --num-samples 200 | head -c 10",
+        shell=True, capture_output=True, text=True,
+    )
+    assert head.returncode == 0 and "panicked" not in head.stderr, head.stderr
+    # The reference's analyze-debug, which reads worker debug logs in Python.
+    res = subprocess.run([program, "analyze-debug", "--help"], capture_output=True, text=True)
+    assert res.returncode == 0 and "heatmap" in res.stdout
 
 
 def test_prepare_of_a_jsonl_file_reports_its_samples(runner, tmp_path):

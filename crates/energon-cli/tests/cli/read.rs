@@ -234,3 +234,23 @@ fn preview_shows_crude_parts_and_jsonl_records() {
     );
     assert!(got.starts_with("Sample 0\n - __key__ (str): '0'\n - json (json): {"), "{got}");
 }
+
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    // `energon preview ... | head -c 10`: the reader goes away after a few bytes.
+    for args in [vec!["preview", "--num-samples", "200"], vec!["info"], vec!["lint"]] {
+        let mut child = energon()
+            .args(&args[..1])
+            .arg(ref_small_dir())
+            .args(&args[1..])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}

@@ -29,6 +29,7 @@ __all__ = [
     "prepare_media",
     "prepare_metadataset",
     "reshape_checkpoints",
+    "run_cli",
     "resolve_metadataset",
     "serve_worker",
     "storage_is_dir",
@@ -285,6 +286,7 @@ def worker_seed(
     rank: int, world_size: int, num_workers: int, seed_offset: int = 0, local_worker_id: int = 0
 ) -> int: ...
 def checkpoint_topology(bytes: bytes) -> tuple[int, int, int]: ...
+def run_cli(args: list[str]) -> int: ...
 def reshape_checkpoints(
     states: list[bytes], new_world_size: int, new_num_workers: int
 ) -> list[bytes]: ...

@@ -4,13 +4,13 @@ arguments, feeds it the input given (answers to its prompts, one a line, as the 
 prompts read them), and echoes what it prints. A failure exits with status 1, as the
 reference's commands do.
 
-The program is `$ENERGON_BIN`, else `energon` on `PATH`. `click` is needed only by this module.
+The program is `$ENERGON_BIN` when set, else this package's own command (`python -m energon_rs`,
+the command line the `energon` program runs).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from typing import Any
@@ -29,17 +29,12 @@ __all__ = [
 ]
 
 
-def energon_program() -> str:
-    """The path of the `energon` program (`$ENERGON_BIN`, else `energon` on `PATH`)."""
+def energon_program() -> list[str]:
+    """The command that runs `energon`: `$ENERGON_BIN` when set, else this package's."""
     env = os.environ.get("ENERGON_BIN")
     if env:
-        return env
-    found = shutil.which("energon")
-    if found is None:
-        raise click.ClickException(
-            "the energon program was not found: put it on PATH or set ENERGON_BIN"
-        )
-    return found
+        return [env]
+    return [sys.executable, "-m", "energon_rs"]
 
 
 def _run(subcommand: list[str], args: tuple[str, ...]) -> None:
@@ -49,7 +44,7 @@ def _run(subcommand: list[str], args: tuple[str, ...]) -> None:
         # The program's prompts read the answers given, though its input is no terminal.
         env["ENERGON_INTERACTIVE"] = "1"
     res = subprocess.run(
-        [energon_program(), *subcommand, *args],
+        [*energon_program(), *subcommand, *args],
         input=data,
         capture_output=True,
         text=True,
