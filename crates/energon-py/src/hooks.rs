@@ -292,13 +292,13 @@ impl Hooks {
             return Err(HookError::fatal_msg("select_samples_to_pack is not overridden"));
         };
         self.with_gil(|conv| {
-            let list = PyList::empty(conv.py());
-            for item in items {
-                list.append(item_ref_to_py(&conv, &item.value)?)?;
-            }
-            let out = self.invoke(hook, list.clone().into_any(), ctx)?;
+            let samples =
+                items.iter().map(|i| item_ref_to_py(&conv, &i.value)).collect::<PyResult<Vec<_>>>()?;
+            // The hook may sort or empty the list it gets (the packing guide's does): samples
+            // are found again in a list of our own.
+            let out = self.invoke(hook, PyList::new(conv.py(), &samples)?.into_any(), ctx)?;
             let position = |sample: &Bound<'_, PyAny>| -> PyResult<usize> {
-                for (i, candidate) in list.iter().enumerate() {
+                for (i, candidate) in samples.iter().enumerate() {
                     if candidate.is(sample) {
                         return Ok(i);
                     }

@@ -395,3 +395,32 @@ def test_batch_hooks_run_on_worker_threads(ref_small):
     assert sorted(k for b in batches for k in b["keys"]) == [f"{i:08d}" for i in range(200)]
     # Both hooks of each batch ran on the two worker threads, not on the main thread.
     assert len(threads) == 2 and threading.get_native_id() not in threads
+
+
+class GuidePacker(Packer):
+    """`select_samples_to_pack` as the packing guide writes it: it sorts the buffer it gets in
+    place and pops the samples off it."""
+
+    def select_samples_to_pack(self, samples):
+        samples.sort(key=lambda s: s["n"])
+        groups = []
+        while samples:
+            group, size = [], 0
+            while samples and size + samples[0]["n"] <= 12:
+                sample = samples.pop(0)
+                group.append(sample)
+                size += sample["n"]
+            groups.append(group)
+        return groups
+
+
+def test_select_samples_to_pack_may_change_the_list_it_gets(ref_small):
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=1)
+    ds = energon_rs.get_val_dataset(
+        ref_small / "jsonl" / "data.jsonl", worker_config=wc, batch_size=None,
+        packing_buffer_size=10, task_encoder=GuidePacker(),
+    )
+    packs = list(energon_rs.get_loader(ds, worker_type="thread"))
+    keys = sorted(k for p in packs for k in p["__key__"].split("+"))
+    assert keys == sorted(str(i) for i in range(len(keys))) and len(keys) >= 10
+    assert all(p["n"] <= 12 for p in packs)
