@@ -45,8 +45,12 @@ def test_glob_and_walk_follow_links(tmp_path):
 
 def test_other_protocols_are_refused_and_the_default_profile_is_local(tmp_path):
     # Object-store URLs are tested in test_remote.py.
-    with pytest.raises(UnsupportedPathError, match="rclone://"):
-        EPath("rclone://remote/data")
+    with pytest.raises(UnsupportedPathError, match="ftp://"):
+        EPath("ftp://remote/data")
+    # The reference's deprecated rclone:// is msc://.
+    with pytest.warns(DeprecationWarning, match="rclone:// protocol is deprecated"):
+        assert EPath(f"rclone://default{tmp_path}/a") == EPath(tmp_path / "a")
+
     assert EPath(f"msc://default{tmp_path}/a/../b") == EPath(tmp_path / "b")
     assert str(EPath(f"msc://default{tmp_path}")) == str(tmp_path)
 

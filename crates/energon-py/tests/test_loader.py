@@ -177,6 +177,10 @@ def test_restore_checks_the_state():
     with pytest.raises(energon_rs.CheckpointError, match="before iterating"):
         loader.restore_state_rank(loader.save_state_rank())
     assert loader.save_state_global(0) == [loader.save_state_rank()]
+    # The save/restore guide's keyword.
+    assert loader.save_state_global(dst_rank=0) == [loader.save_state_rank()]
+    with pytest.raises(TypeError):
+        loader.save_state_global()
 
 
 def test_a_state_is_an_energon_checkpoint(tmp_path):

@@ -163,8 +163,8 @@ def test_epath_of_urls_joins_and_round_trips(s3):
     assert str(EPath("gs://b/a/../c")) == "gs://b/c" and not EPath(REF_SMALL).is_remote
     with pytest.raises(ValueError):
         shard.relative_to("s3://other/ref")
-    with pytest.raises(UnsupportedPathError, match="rclone://"):
-        EPath("rclone://name/x")
+    with pytest.raises(UnsupportedPathError, match="ftp://"):
+        EPath("ftp://name/x")
     with pytest.raises(UnsupportedPathError, match="object store"):
         root.local_path()
 

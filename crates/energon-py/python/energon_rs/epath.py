@@ -9,8 +9,9 @@ the same storage layer as the datasets (see docs/remote.md); `str()` and `os.fsp
 URL, so a remote `EPath` can be passed wherever a dataset path is taken.
 `dss://NAME@VERSION/PATH` names a dataset version in the dataset cache: it keeps its URL and reads
 `NVDATASET_CACHE_DIR/NAME/VERSION/PATH` (this module's `NVDATASET_CACHE_DIR`, an `EPath` taken
-from the environment variable of that name at import). Other protocols (`rclone://`, ...) are
-refused with `UnsupportedPathError`.
+from the environment variable of that name at import). `rclone://PROFILE/PATH`, deprecated in the
+reference, is `msc://PROFILE/PATH` with a `DeprecationWarning`. Other protocols are refused with
+`UnsupportedPathError`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import io
 import os
 import posixpath
 import shutil
+import warnings
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Callable, Iterator, Optional, Union
 
@@ -94,6 +96,11 @@ class EPath:
         if text.startswith(local):
             # The default storage profile is the local file system.
             text = "/" + text[len(local):]
+        if text.startswith("rclone://"):
+            warnings.warn(
+                "rclone:// protocol is deprecated. Use msc:// instead.", DeprecationWarning, 2
+            )
+            text = "msc://" + text[len("rclone://"):]
         if "://" in text:
             protocol = text.split("://", 1)[0]
             if protocol not in _REMOTE_SCHEMES:

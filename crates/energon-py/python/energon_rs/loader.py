@@ -530,9 +530,16 @@ class SavableDataLoader(BasicDataLoader):
             self._close_workers()
             raise
 
-    def save_state_global(self, global_dst_rank: int) -> Optional[list]:
+    def save_state_global(
+        self, global_dst_rank: Optional[int] = None, *, dst_rank: Optional[int] = None
+    ) -> Optional[list]:
         """Gathers every data-parallel rank's state on `global_dst_rank` (a list indexed by rank
-        there, `None` elsewhere); without `torch.distributed`, this rank's state in a list."""
+        there, `None` elsewhere); without `torch.distributed`, this rank's state in a list.
+        `dst_rank` is another name of `global_dst_rank`, as the save/restore guide calls it."""
+        if (global_dst_rank is None) == (dst_rank is None):
+            raise TypeError("save_state_global takes global_dst_rank (or dst_rank), once")
+        if global_dst_rank is None:
+            global_dst_rank = dst_rank
         state = self.save_state_rank()
         dist = _distributed()
         if dist is None:
