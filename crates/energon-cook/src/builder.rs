@@ -526,6 +526,9 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
             {
                 let data = leaf.data.clone();
                 let mut source = LeafSource::new(iter, move |index| Ok(data.read(index)?));
+                if matches!(leaf.leaf.kind, energon_mix::LeafKind::Joined(_)) {
+                    source = source.joined();
+                }
                 if leaf.data.is_remote() {
                     let data = leaf.data.clone();
                     source = source.with_prefetch(move |index| data.prefetch(index));

@@ -22,6 +22,9 @@ pub enum KeyPart {
     Key(RestoreKey),
 }
 
+/// The name that precedes a joined sample's `("Webdataset", row)` in its key.
+pub(crate) const JOINED: &str = "JoinedWebdatasetFactory";
+
 /// A restore key: a sequence of names, indices and nested keys, outermost stage first.
 ///
 /// Serialized as nested arrays of strings and numbers in human-readable formats (JSON:
@@ -42,6 +45,14 @@ impl RestoreKey {
                 KeyPart::Index(index),
             ],
         }
+    }
+
+    /// The key of a joined sample, row `index` of a join: `("JoinedWebdatasetFactory",
+    /// "Webdataset", index)`, as the reference's join stage marks it.
+    pub fn joined_leaf(index: u64) -> Self {
+        let mut key = RestoreKey::leaf(index);
+        key.parts.insert(0, KeyPart::Name(Cow::Borrowed(JOINED)));
+        key
     }
 
     /// A key made of the given parts.

@@ -7,7 +7,7 @@ use energon_reader::leaf::LeafIter;
 
 use crate::{
     error::{Error, Result},
-    restore_key::{KeyPart, RestoreKey},
+    restore_key::{JOINED, KeyPart, RestoreKey},
     stage::{Keyed, Stage, bad_key, split_key},
     state::{StageState, mismatch},
 };
@@ -28,12 +28,25 @@ pub struct LeafSource<R> {
     prefetch: Option<Hint>,
     /// The starts of the next slices last announced.
     announced: Vec<u64>,
+    /// Whether the samples are rows of a join (see [`LeafSource::joined`]).
+    joined: bool,
 }
 
 impl<R> LeafSource<R> {
     /// A leaf stage over `leaf` reading with `read`.
     pub fn new(leaf: LeafIter, read: R) -> Self {
-        LeafSource { leaf, read, prefetch: None, announced: Vec::new() }
+        LeafSource { leaf, read, prefetch: None, announced: Vec::new(), joined: false }
+    }
+
+    /// Marks the samples as rows of a join: their keys are [`RestoreKey::joined_leaf`].
+    #[must_use]
+    pub fn joined(mut self) -> Self {
+        self.joined = true;
+        self
+    }
+
+    fn key(&self, index: u64) -> RestoreKey {
+        if self.joined { RestoreKey::joined_leaf(index) } else { RestoreKey::leaf(index) }
     }
 
     /// Announces the samples where reads go next to `prefetch`, which runs on a small pool of
@@ -85,7 +98,7 @@ where
         while let Some(index) = self.leaf.next_index()? {
             self.announce();
             if let Some(value) = (self.read)(index)? {
-                return Ok(Some(Keyed { restore_key: RestoreKey::leaf(index), value }));
+                return Ok(Some(Keyed { restore_key: self.key(index), value }));
             }
         }
         Ok(None)
@@ -111,11 +124,16 @@ where
     }
 
     fn restore_item(&mut self, key: &[KeyPart]) -> Result<Keyed<T>> {
+        // (A joined sample's key is marked; keys saved before it was are taken too.)
+        let key = match key {
+            [KeyPart::Name(name), rest @ ..] if self.joined && name == JOINED => rest,
+            key => key,
+        };
         let Some((index, [])) = split_key(energon_reader::RESTORE_KEY_KIND, key) else {
             return Err(bad_key("leaf", key));
         };
         match (self.read)(index)? {
-            Some(value) => Ok(Keyed { restore_key: RestoreKey::leaf(index), value }),
+            Some(value) => Ok(Keyed { restore_key: self.key(index), value }),
             None => Err(Error::BadState {
                 reason: format!("sample {index} is excluded and cannot have been buffered"),
             }),

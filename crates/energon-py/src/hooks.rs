@@ -292,8 +292,10 @@ impl Hooks {
             return Err(HookError::fatal_msg("select_samples_to_pack is not overridden"));
         };
         self.with_gil(|conv| {
-            let samples =
-                items.iter().map(|i| item_ref_to_py(&conv, &i.value)).collect::<PyResult<Vec<_>>>()?;
+            let samples = items
+                .iter()
+                .map(|i| item_ref_to_py(&conv, &i.value))
+                .collect::<PyResult<Vec<_>>>()?;
             // The hook may sort or empty the list it gets (the packing guide's does): samples
             // are found again in a list of our own.
             let out = self.invoke(hook, PyList::new(conv.py(), &samples)?.into_any(), ctx)?;

@@ -255,7 +255,8 @@ def test_joins_combine_the_samples_with_the_joiner(tmp_path, ref_small_copy):
     assert sorted(s.__key__ for s in samples) == [f"{i:08d}" for i in range(200)]
     first = samples[0]
     assert isinstance(first, energon_rs.CaptioningSample)
-    assert first.__restore_key__[-2:] == ("Webdataset", 0)
+    # Marked as a joined sample, as the reference marks it.
+    assert first.__restore_key__[-3:] == ("JoinedWebdatasetFactory", "Webdataset", 0)
     # from_joined: the primary's key and subflavors, the sources of both datasets.
     assert first.__subflavors__ == {}
     assert [s.shard_name for s in first.__sources__] == [first.__sources__[0].shard_name] * 2
@@ -273,5 +274,34 @@ def test_joins_call_a_joiner_function(tmp_path, ref_small_copy):
         "__key__": "00000000",
         "captions": [first["captions"][0]] * 2,
         "subflavors": [{}, {"side": "second"}],
-        "__restore_key__": ("SimpleSavableDatasetWrapper", 0, 0, "MapDataset", 0, "MapDataset", 0, "Webdataset", 0),
+        "__restore_key__": (
+            "SimpleSavableDatasetWrapper", 0, 0, "MapDataset", 0, "MapDataset", 0,
+            "JoinedWebdatasetFactory", "Webdataset", 0,
+        ),
     }
+
+
+def test_a_join_restores_its_marked_keys(tmp_path, ref_small_copy):
+    """Buffered joined samples are made again from their keys (with the join's mark)."""
+    mds = join_yaml(
+        tmp_path, ref_small_copy, "      __module__: joiners\n      __function__: caption_pair\n"
+    )
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)
+
+    def loader():
+        ds = energon_rs.get_train_dataset(
+            mds, worker_config=wc, batch_size=None, shuffle_buffer_size=20,
+            max_samples_per_sequence=10,
+        )
+        return energon_rs.get_savable_loader(ds, worker_type="thread")
+
+    first = loader()
+    it = iter(first)
+    [next(it) for _ in range(15)]
+    state = first.save_state_rank()
+    want = [next(it)["__key__"] for _ in range(30)]
+    first.close()
+    restored = loader()
+    restored.restore_state_rank(state)
+    it = iter(restored)
+    assert [next(it)["__key__"] for _ in range(30)] == want
