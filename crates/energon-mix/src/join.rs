@@ -21,7 +21,7 @@ use energon_index::{
     sqlite::read_index_uuid,
     tar_idx::{TarIndex, tar_idx_path},
 };
-use energon_reader::{OpenOptions, PartFilter, RawSample, WebDataset};
+use energon_reader::{OpenOptions, RawSample, WebDataset};
 use sha2::{Digest, Sha256};
 
 use crate::{
@@ -215,7 +215,11 @@ impl JoinedDataset {
             let options = OpenOptions {
                 split_part: source.split_part.clone(),
                 split_config: source.split_config.clone(),
-                part_filter: PartFilter::All,
+                // The parts each dataset's samples are made of, as the reference reads them.
+                part_filter: crate::plan::dataset_part_filter(
+                    &source.path,
+                    source.dataset_config.as_deref(),
+                )?,
                 ..OpenOptions::default()
             };
             let dataset = WebDataset::open(&source.path, &options)?;

@@ -605,7 +605,9 @@ fn open_leaf(leaf: ResolvedLeaf, options: &MixOptions, n_workers: usize) -> Resu
             let open = OpenOptions {
                 split_part: split_part.clone(),
                 split_config,
-                part_filter: PartFilter::All,
+                // Only the parts the dataset's samples are made of, as the reference reads them
+                // (and as their sources list them).
+                part_filter: overrides.part_filter.clone(),
                 max_open_shards: (slots * n_workers.max(1)).max(2),
             };
             let dataset = WebDataset::open(&leaf.path, &open)?;
@@ -667,6 +669,31 @@ fn leaf_config(
     Ok(LeafConfig { order, parallel_slice_iters })
 }
 
+/// The parts a dataset config reads: those its field map names, or its part filter's names; all
+/// where a Python function decides (the reader reads every part then).
+fn config_part_filter(config: &DatasetConfig) -> PartFilter {
+    use energon_index::dataset_config::{PartFilter as Filter, SampleLoading};
+    let names = |filter: &Filter| match filter {
+        Filter::Names(names) => PartFilter::names(names.iter().cloned()),
+        Filter::Function(_) => PartFilter::All,
+    };
+    let loading = match config {
+        DatasetConfig::Standard(c) => &c.loading,
+        DatasetConfig::Legacy(c) => &c.loading,
+        DatasetConfig::Crude(c) => return c.part_filter.as_ref().map_or(PartFilter::All, names),
+    };
+    match loading {
+        SampleLoading::FieldMap(field_map) => PartFilter::Names(field_map.part_filter()),
+        SampleLoading::Custom { part_filter, .. } => names(part_filter),
+    }
+}
+
+/// The parts of the dataset at `root` that its config (`dataset_config`, default
+/// `dataset.yaml`) reads; all without a config.
+pub(crate) fn dataset_part_filter(root: &Path, dataset_config: Option<&str>) -> Result<PartFilter> {
+    Ok(DatasetOverrides::read(root, dataset_config)?.part_filter)
+}
+
 /// Loader arguments a `dataset.yaml` overrides (`None`: not set there).
 #[derive(Debug, Default)]
 struct DatasetOverrides {
@@ -676,6 +703,8 @@ struct DatasetOverrides {
     max_samples_per_sequence: Option<Option<u64>>,
     parallel_shard_iters: Option<Option<usize>>,
     crude: bool,
+    /// The parts the config's field map or part filter reads (all without a config).
+    part_filter: PartFilter,
 }
 
 impl DatasetOverrides {
@@ -710,6 +739,7 @@ impl DatasetOverrides {
                 .transpose()
         };
         Ok(DatasetOverrides {
+            part_filter: config_part_filter(&config),
             crude: matches!(config, DatasetConfig::Crude(_)),
             split_part: string("split_part")?,
             split_config: string("split_config")?,

@@ -169,13 +169,34 @@ def test_task_encoders_are_generic_and_samples_extend_and_batch():
         pixels: np.ndarray
         name: str
 
+    @dataclasses.dataclass(kw_only=True)
+    class PixelBatch(energon_rs.Batch):
+        pixels: list
+        name: list
+
     samples = [
         Pixels(__key__=str(i), __restore_key__=(), pixels=np.ones((i + 1, 2)), name=f"n{i}")
         for i in range(3)
     ]
-    batch = Pixels.from_samples(samples, name=["x"])
+    # Samples have no from_samples (the reference's neither): batches do.
+    assert not hasattr(Pixels, "from_samples")
+    batch = PixelBatch.from_samples(samples, name=["x"])
     assert batch.__key__ == ["0", "1", "2"] and batch.name == ["x"]
-    assert batch.pixels.shape == (3, 3, 2) and batch.pixels[0, 1:].sum() == 0
+    # A list of arrays, as the reference's from_samples gives (it never stacks).
+    assert [p.shape for p in batch.pixels] == [(1, 2), (2, 2), (3, 2)]
+    assert batch.__subflavors__ is None and batch.__sources__ is None
+    # The default batch of samples: arrays padded and stacked, sources one tuple per sample.
+    samples = [Pixels.derive_from(s, pixels=s.pixels, name=s.name) for s in samples]
+    for s in samples:
+        s.__sources__ = (energon_rs.SourceInfo("d", int(s.__key__), "shard", ("x",)),)
+        s.__subflavors__ = {}
+    batched = energon_rs.generic_batch(samples)
+    assert type(batched) is Pixels and batched.pixels.shape == (3, 3, 2)
+    assert batched.pixels[0, 1:].sum() == 0
+    assert batched.__sources__ == [s.__sources__ for s in samples]
+    assert batched.__subflavors__ == [{}, {}, {}]
+    assert PixelBatch.derive_from(batch, pixels=[], name=[]).__key__ == ["0", "1", "2"]
+    assert batch.pin_memory().__key__ == batch.__key__
     assert energon_rs.batch_stack([np.ones(2), np.zeros(2)]).shape == (2, 2)
     assert energon_rs.batch_list([1, 2]) == [1, 2]
 

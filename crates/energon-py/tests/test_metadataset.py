@@ -259,7 +259,9 @@ def test_joins_combine_the_samples_with_the_joiner(tmp_path, ref_small_copy):
     assert first.__restore_key__[-3:] == ("JoinedWebdatasetFactory", "Webdataset", 0)
     # from_joined: the primary's key and subflavors, the sources of both datasets.
     assert first.__subflavors__ == {}
-    assert [s.shard_name for s in first.__sources__] == [first.__sources__[0].shard_name] * 2
+    # (The primary's sources twice, as the reference lists them; only the field map's parts.)
+    assert [s.shard_name for s in first.__sources__] == [first.__sources__[0].shard_name] * 3
+    assert first.__sources__[0].file_names == ("00000000.jpg", "00000000.txt")
     assert first.image.shape == (3, 32, 32)
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "ImageSample",
     "InterleavedSample",
     "MultiChoiceVQASample",
+    "PinMemoryMixin",
     "OCRSample",
     "RawVideo",
     "Sample",
@@ -34,6 +35,7 @@ __all__ = [
 ]
 
 T = TypeVar("T", bound="Sample")
+B = TypeVar("B", bound="Batch")
 C = TypeVar("C", bound=type)
 
 
@@ -72,8 +74,36 @@ class RawVideo:
     data: memoryview
 
 
+def _pin_memory(value: Any) -> Any:
+    """`value` with its torch tensors in pinned memory (dicts, dataclasses, named tuples, lists
+    and tuples walked through), as the reference's `PinMemoryMixin` does."""
+    if type(value).__module__.startswith("torch") and hasattr(value, "pin_memory"):
+        return value.pin_memory()
+    if isinstance(value, dict):
+        return {key: _pin_memory(v) for key, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return type(value)(
+            **{f.name: _pin_memory(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        )
+    if isinstance(value, (tuple, list)):
+        if hasattr(value, "_fields"):
+            return type(value)(*[_pin_memory(v) for v in value])
+        return type(value)(_pin_memory(v) for v in value)
+    return value
+
+
+class PinMemoryMixin:
+    """`pin_memory()`: the sample (or batch) with its torch tensors in pinned memory, for fast
+    copies to a GPU (needs a CUDA build of torch and a device)."""
+
+    __slots__ = ()
+
+    def pin_memory(self: Any) -> Any:
+        return _pin_memory(self)
+
+
 @edataclass
-class Sample:
+class Sample(PinMemoryMixin):
     """Base of every sample type (the reference's `Sample`)."""
 
     #: Uniquely identifies the sample in its dataset.
@@ -93,30 +123,6 @@ class Sample:
         return cls(**{**base, **kwargs})
 
     @classmethod
-    def from_samples(cls: type[T], samples: Sequence["Sample"], **kwargs: Any) -> T:
-        """A batch of this class from samples: each field becomes the list of the samples'
-        values (arrays and tensors zero-padded and stacked), `__sources__` flattened,
-        `__subflavors__` the samples' non-empty ones; `kwargs` override fields."""
-        from .task_encoder import _is_tensor, batch_pad_stack
-
-        args: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            if f.name in kwargs:
-                args[f.name] = kwargs[f.name]
-            elif f.name == "__sources__":
-                if any(s.__sources__ is not None for s in samples):
-                    args[f.name] = tuple(src for s in samples if s.__sources__ for src in s.__sources__)
-            elif f.name == "__subflavors__":
-                if any(s.__subflavors__ is not None for s in samples):
-                    args[f.name] = [s.__subflavors__ for s in samples if s.__subflavors__]
-            else:
-                value = [getattr(s, f.name) for s in samples]
-                if value and _is_tensor(value[0]):
-                    value = batch_pad_stack(value)
-                args[f.name] = value
-        return cls(**args)
-
-    @classmethod
     def derive_from(cls: type[T], base_sample: "Sample", **kwargs: Any) -> T:
         """A new sample of this class with the base fields of `base_sample` and `kwargs`."""
         base = {f.name: getattr(base_sample, f.name) for f in dataclasses.fields(Sample)}
@@ -125,13 +131,14 @@ class Sample:
     @classmethod
     def from_joined(cls: type[T], *args: Optional["Sample"], **kwargs: Any) -> T:
         """A sample of this class from joined samples: the primary's base fields, later samples'
-        own fields overriding earlier ones, sources merged."""
+        own fields overriding earlier ones, sources merged: the primary's, then every sample's
+        (the primary's again, as the reference lists them)."""
         samples = [s for s in args if s is not None]
         if not samples:
             raise ValueError("from_joined needs at least one sample")
         base_names = {f.name for f in dataclasses.fields(Sample)}
         fields: dict[str, Any] = {}
-        sources: list[SourceInfo] = []
+        sources: list[SourceInfo] = list(samples[0].__sources__ or ())
         for s in samples:
             for f in dataclasses.fields(s):
                 if f.name not in base_names:
@@ -148,7 +155,53 @@ class Sample:
         )
 
 
-Batch = Sample
+@edataclass
+class Batch(PinMemoryMixin):
+    """Base of batch dataclasses (the reference's `Batch`): the samples' keys, the batch's
+    restore key, their subflavors and sources."""
+
+    #: The keys of the batch's samples.
+    __key__: list[str]
+    #: How to make the batch again (the loader sets it).
+    __restore_key__: tuple[Union[str, int, tuple], ...]
+    #: The samples' subflavors (those that have some).
+    __subflavors__: Optional[list[Optional[dict[str, Any]]]] = None
+    #: The samples' sources, one tuple for all.
+    __sources__: Optional[tuple[SourceInfo, ...]] = None
+
+    @classmethod
+    def extend(cls: type[B], src: Any, **kwargs: Any) -> B:
+        """An instance of this (derived) class with the fields of `src` and `kwargs` for the new
+        ones."""
+        base = {f.name: getattr(src, f.name) for f in dataclasses.fields(src) if f.init}
+        return cls(**{**base, **kwargs})
+
+    @classmethod
+    def derive_from(cls: type[B], base_batch: "Batch", **kwargs: Any) -> B:
+        """A new batch of this class with the base fields of `base_batch` and `kwargs`."""
+        base = {f.name: getattr(base_batch, f.name) for f in dataclasses.fields(Batch)}
+        return cls(**base, **kwargs)
+
+    @classmethod
+    def from_samples(cls: type[B], samples: Sequence[Any], **kwargs: Any) -> B:
+        """A batch of this class from samples: each field the list of the samples' values,
+        `__sources__` flattened into one tuple, `__subflavors__` the samples' non-empty ones;
+        `kwargs` override fields. Tensors stay a list, as in the reference (whose padding and
+        stacking here never applies)."""
+        args: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            if f.name in kwargs:
+                args[f.name] = kwargs[f.name]
+            elif f.name == "__sources__":
+                if any(s.__sources__ is not None for s in samples):
+                    args[f.name] = tuple(src for s in samples if s.__sources__ for src in s.__sources__)
+            elif f.name == "__subflavors__":
+                if any(s.__subflavors__ is not None for s in samples):
+                    args[f.name] = [s.__subflavors__ for s in samples if s.__subflavors__]
+            else:
+                args[f.name] = [getattr(s, f.name) for s in samples]
+        return cls(**args)
+
 """Batches are samples of the same type whose fields hold lists or stacked arrays."""
 
 
