@@ -224,6 +224,35 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<u8> {
             fixed.members_renamed
         );
     }
+    // The index is committed: a closed stdout must not keep the media pass or dataset.yaml
+    // from being written; its error is returned at the end.
+    let mut report_err = report_summary(&summary, &path).err();
+    if let Some(filter) = media_filter {
+        // As the reference, a prepare with media flags replaces the media tables.
+        let options = PrepareMediaOptions {
+            filter,
+            num_workers: args.num_workers,
+            tables: TableMode::Replace,
+            tmp_path: args.tmp_path.clone(),
+        };
+        let media = prepare_media::media_pass(&path, options, show_progress)?;
+        if let Err(err) = prepare_media::report(&media) {
+            report_err.get_or_insert(err);
+        }
+    }
+    if !from_info {
+        write_dataset_yaml(&args, &path, &summary.part_names, interactive)?;
+    }
+    if let Some(err) = report_err {
+        return Err(err);
+    }
+    // The last line of a successful prepare, as the reference prints it.
+    outln!("Done");
+    Ok(0)
+}
+
+/// What the prepare indexed.
+fn report_summary(summary: &prepare::PrepareSummary, path: &Path) -> anyhow::Result<()> {
     outln!(
         "Indexed {} samples in {} shards of {}",
         summary.n_samples(),
@@ -237,23 +266,7 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<u8> {
         outln!("Sample keys of the first shard: {}", summary.first_keys.join(", "));
     }
     outln!("Found the sample parts: {}", summary.part_names.join(", "));
-    if let Some(filter) = media_filter {
-        // As the reference, a prepare with media flags replaces the media tables.
-        let options = PrepareMediaOptions {
-            filter,
-            num_workers: args.num_workers,
-            tables: TableMode::Replace,
-            tmp_path: args.tmp_path.clone(),
-        };
-        let media = prepare_media::media_pass(&path, options, show_progress)?;
-        prepare_media::report(&media)?;
-    }
-    if !from_info {
-        write_dataset_yaml(&args, &path, &summary.part_names, interactive)?;
-    }
-    // The last line of a successful prepare, as the reference prints it.
-    outln!("Done");
-    Ok(0)
+    Ok(())
 }
 
 fn split_choice(args: &PrepareArgs, interactive: bool) -> anyhow::Result<SplitChoice> {

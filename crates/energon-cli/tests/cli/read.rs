@@ -253,4 +253,27 @@ fn a_closed_stdout_ends_the_command_quietly() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
         assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
     }
+    // A prepare into a closed pipe still writes dataset.yaml after its commit.
+    let dir = fixture_copy();
+    fs::remove_file(dir.path().join(".nv-meta/dataset.yaml")).unwrap();
+    let mut child = energon()
+        .arg("prepare")
+        .arg(dir.path())
+        .args(["--non-interactive", "--force-overwrite", "--no-progress", "--split-ratio", "1,0,0"])
+        .args([
+            "--sample-type",
+            "CaptioningSample",
+            "--field-map",
+            r#"{"image": "jpg", "caption": "txt"}"#,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let yaml = fs::read_to_string(dir.path().join(".nv-meta/dataset.yaml")).unwrap();
+    assert!(yaml.contains("CaptioningSample"), "{yaml}");
 }
