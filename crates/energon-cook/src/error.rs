@@ -245,6 +245,9 @@ impl Error {
             Error::Reader(err) => matches!(
                 err,
                 R::Decode { .. }
+                    // A decompression bomb is one hostile sample, not a broken loader (the
+                    // reference's Pillow error goes to the error handler too).
+                    | R::TooLarge { .. }
                     | R::Field { .. }
                     | R::NotFound { .. }
                     | R::CorruptSample { .. }

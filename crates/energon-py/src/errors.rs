@@ -264,6 +264,7 @@ fn reader_kind(err: &energon_reader::Error) -> Kind {
         E::IndexMismatch { .. }
         | E::CorruptSample { .. }
         | E::Decode { .. }
+        | E::TooLarge { .. }
         | E::ShardChanged { .. } => Kind::Corrupt,
         E::Field { .. } | E::Unsupported { .. } | E::OutOfRange { .. } => Kind::Config,
         E::NotFound { .. } => Kind::MissingFile,

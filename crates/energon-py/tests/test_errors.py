@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import energon_rs
+from conftest import energon_cli
 
 
 def test_hierarchy():
@@ -130,3 +131,54 @@ def test_a_loader_error_surfaces_from_the_workers(ref_small_copy):
     with pytest.raises(energon_rs.CorruptDatasetError, match=f"offset {offset}"):
         for _ in energon_rs.get_loader(ds):
             pass
+
+
+def png_header(width, height):
+    """A PNG of `width` x `height` pixels without its pixel data (its size is all a
+    decompression-bomb check reads)."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b""))
+        + chunk(b"IEND", b"")
+    )
+
+
+def test_an_image_over_the_pixel_limit_is_a_sample_error(tmp_path):
+    """One decompression bomb is dropped under the error policy; the loader goes on."""
+    import io
+    import tarfile
+
+    import numpy as np
+    from PIL import Image
+
+    root = tmp_path / "bombs"
+    (root / "shards").mkdir(parents=True)
+    with tarfile.open(root / "shards" / "data-0.tar", "w") as tar:
+        for i in range(6):
+            if i == 2:
+                png = png_header(20_000, 20_000)
+            else:
+                buf = io.BytesIO()
+                Image.fromarray(np.full((4, 4, 3), i, np.uint8)).save(buf, format="PNG")
+                png = buf.getvalue()
+            for name, data in ((f"{i:04d}.png", png), (f"{i:04d}.txt", f"caption {i}".encode())):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    energon_cli(
+        "prepare", root, "--non-interactive", "--split-ratio", "1,0,0", "--no-progress",
+        "--sample-type", "CaptioningSample", "--field-map", '{"image": "png", "caption": "txt"}',
+    )
+    calls = []
+    keys = handled_keys(root, lambda exc, sample, sources: calls.append((exc, sources)))
+    assert sorted(keys) == ["0000", "0001", "0003", "0004", "0005"]
+    exc, sources = calls[0]
+    assert isinstance(exc, energon_rs.CorruptDatasetError) and "pixels" in str(exc)
+    assert sources[0].index == 2
