@@ -256,12 +256,14 @@ pub(crate) struct Apply<S, T, U> {
     guard: Guard,
     index: u64,
     pending: Option<Pending<U>>,
+    /// Consecutive inputs that gave no output (see [`Error::AllDropped`]).
+    dropped: u64,
 }
 
 impl<S, T, U> Apply<S, T, U> {
     pub(crate) fn new(inner: S, hook: &'static str, f: ApplyFn<T, U>, env: StageEnv) -> Self {
         let guard = env.guard(hook);
-        Apply { inner, hook, f, env, guard, index: 0, pending: None }
+        Apply { inner, hook, f, env, guard, index: 0, pending: None, dropped: 0 }
     }
 }
 
@@ -298,7 +300,21 @@ where
             let ctx = self.env.context(index);
             let res = (self.f)(item.value, &ctx);
             let input = item.restore_key;
-            let Some(outputs) = self.guard.handle(res, || input.to_string())? else { continue };
+            let Some(outputs) = self.guard.handle(res, || input.to_string())? else {
+                // Inputs repeated forever, all dropped, would keep this loop going forever.
+                self.dropped += 1;
+                let len_worker = self.inner.len_worker();
+                if len_worker > 0 && self.dropped >= 2 * len_worker {
+                    return Err(Error::AllDropped {
+                        hook: self.hook,
+                        worker: self.env.worker.local,
+                        dropped: self.dropped,
+                        len_worker,
+                    });
+                }
+                continue;
+            };
+            self.dropped = 0;
             match Pending::start(outputs, vec![input], index, ctx.item_index()) {
                 Started::One(value, inputs) => {
                     let restore_key = map_key("MapDataset", index, None, &inputs[0]);

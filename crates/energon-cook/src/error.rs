@@ -39,6 +39,22 @@ pub enum Error {
         /// The worker's samples.
         len_worker: u64,
     },
+    /// A hook dropped (skipped or failed on) every sample of two passes over a worker's samples
+    /// in a row; with samples repeated forever, the loader would wait forever.
+    #[error(
+        "worker {worker}: {hook} dropped all of {dropped} samples in a row (two passes over its \
+         {len_worker} samples; every sample skipped or failed): nothing to load"
+    )]
+    AllDropped {
+        /// The hook.
+        hook: &'static str,
+        /// The local worker id.
+        worker: usize,
+        /// Consecutive samples without an output.
+        dropped: u64,
+        /// The worker's samples in one pass.
+        len_worker: u64,
+    },
     /// A worker thread panicked; the loader cannot continue.
     #[error("loader worker {worker} panicked: {message}")]
     WorkerPanicked {

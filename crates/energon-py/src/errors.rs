@@ -236,6 +236,7 @@ fn cook_kind(err: &energon_cook::Error) -> Kind {
         | E::CorruptCheckpoint { .. } => Kind::Checkpoint,
         E::IncompatibleCheckpoint { .. } => Kind::Incompatible,
         E::NothingToRepeat { .. }
+        | E::AllDropped { .. }
         | E::WorkerPanicked { .. }
         | E::WorkerLost { .. }
         | E::Raised { .. }
