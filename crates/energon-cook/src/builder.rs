@@ -388,8 +388,10 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
             Input::Plan { plan, .. } => Ok(Arc::clone(plan)),
             Input::Dataset(input) => {
                 let training = self.common.settings.training;
+                // The split part the dataset was opened with (after its dataset.yaml), as a
+                // metadataset's leaf records it: their checkpoints restore into each other.
                 let leaf = SingleLeaf {
-                    split_part: String::new(),
+                    split_part: input.source.split_part(),
                     crude: input.crude,
                     subflavors: input.load.subflavors.as_deref().cloned(),
                     shuffle_over_epochs: input.shuffle_over_epochs,

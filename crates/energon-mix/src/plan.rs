@@ -83,6 +83,10 @@ pub trait SampleSource: Send + Sync {
     fn is_jsonl(&self) -> bool {
         false
     }
+    /// The split part the samples are of (none by default, and for a JSONL file).
+    fn split_part(&self) -> String {
+        String::new()
+    }
     /// The source as energon-reader's [`Dataset`], if it is one (to read it with a
     /// [`SampleReader`](energon_reader::SampleReader)).
     fn into_dataset(self: Arc<Self>) -> Option<Arc<Dataset>> {
@@ -117,6 +121,13 @@ impl SampleSource for Dataset {
 
     fn is_jsonl(&self) -> bool {
         matches!(self, Dataset::Jsonl(_))
+    }
+
+    fn split_part(&self) -> String {
+        match self {
+            Dataset::WebDataset(w) => w.split_part().to_owned(),
+            _ => String::new(),
+        }
     }
 
     fn into_dataset(self: Arc<Self>) -> Option<Arc<Dataset>> {
@@ -619,6 +630,9 @@ fn open_leaf(leaf: ResolvedLeaf, options: &MixOptions, n_workers: usize) -> Resu
             let dataset = JsonlDataset::open(&leaf.path, &PartFilter::All)?;
             let len = dataset.len();
             crude = true;
+            // A JSONL file has no split parts: whatever was asked for reads the same samples
+            // (and a checkpoint records none).
+            split_part = String::new();
             (LeafData::Dataset(Arc::new(Dataset::Jsonl(dataset))), vec![len], len)
         }
         LeafKind::Joined(spec) => {

@@ -421,3 +421,26 @@ def test_get_val_datasets_gives_one_pipeline_per_dataset(ref_small, wc2):
     assert [source.kind for _, source in pairs] == ["webdataset", "jsonl", "webdataset"]
     single = energon_rs.get_val_datasets(ref_small, split_part="train", worker_config=wc2, batch_size=4)
     assert len(single) == 1 and len(single[0][0]) == 2 * 25
+
+
+def test_python_and_cli_states_restore_into_each_other(tmp_path, ref_small):
+    """A state saved in Python continues in `energon trace --restore`, and the reverse (both
+    record the split part the dataset was opened with)."""
+    _, loader = train_loader("keys-ws1-r0-nw2-bs4-sb16-s0.txt")
+    it = iter(loader)
+    take_keys(it, 12)
+    path = tmp_path / "python.ckpt"
+    path.write_bytes(loader.save_state_rank()["checkpoint"])
+    want = take_keys(it, 8)
+    args = [
+        "trace", ref_small, "--num-workers", "2", "--batch-size", "4",
+        "--shuffle-buffer-size", "16", "-n", "8",
+    ]
+    assert energon_cli(*args, "--restore", path).split() == want
+    # The CLI's state after 3 batches restores in Python.
+    cli_state = tmp_path / "cli.ckpt"
+    energon_cli(*args, "--save-after-batches", "3", "--state-out", cli_state)
+    _, restored = train_loader("keys-ws1-r0-nw2-bs4-sb16-s0.txt")
+    state = loader.save_state_rank()
+    restored.restore_state_rank({**state, "checkpoint": cli_state.read_bytes()})
+    assert take_keys(restored, 8) == want
