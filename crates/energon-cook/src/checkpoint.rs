@@ -277,6 +277,16 @@ impl Checkpoint {
         if first.is_some_and(|i| bytes[i] == b'{') {
             return from_json(bytes, path);
         }
+        if bytes.starts_with(b"PK\x03\x04") {
+            // What `torch.save(loader.save_state_rank(), path)` writes: a zip archive.
+            return Err(corrupt(
+                0,
+                "a zip archive, as torch.save writes, not a checkpoint: the checkpoint is the \
+                 \"checkpoint\" entry of the saved state (write \
+                 torch.load(path)[\"checkpoint\"] to a file)"
+                    .to_owned(),
+            ));
+        }
         let Ok((header, body)) = postcard::take_from_bytes::<Header>(bytes) else {
             return Err(corrupt(
                 0,

@@ -564,6 +564,19 @@ fn weights(mode: BlendMode, leaf: &ResolvedLeaf, len: u64) -> Result<(f32, Optio
                 crate::grammar::Repetitions::Int(r) => len.saturating_mul(r) as f32,
                 crate::grammar::Repetitions::Float(r) => (len as f64 * r) as f32,
             };
+            if len > 0 && !(weight.is_finite() && weight > 0.0) {
+                return Err(Error::BadNode {
+                    file: leaf.origin.file.clone(),
+                    yaml_path: leaf.origin.yaml_path.clone(),
+                    reason: format!(
+                        "repetitions {:e} of this dataset's {len} samples give a blend weight of \
+                         {weight} in float32 (it holds {:e} to {:e}); nothing of it would be read",
+                        reps.as_f64(),
+                        f32::from_bits(1),
+                        f32::MAX
+                    ),
+                });
+            }
             let repeats = (!reps.is_one()).then(|| reps.as_f64());
             (weight, repeats)
         }

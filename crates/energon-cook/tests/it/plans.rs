@@ -353,6 +353,19 @@ fn blend_weights_out_of_float_range_name_their_file_and_entry() {
     let plan = open(&blend("ok.yaml", "1.0e300", "3.0e300")).unwrap();
     let weights: Vec<f32> = plan.leaves.iter().map(|l| l.blend_weight).collect();
     assert_eq!(weights, [0.25, 0.75]);
+    // Repetitions whose blend weight float32 rounds to 0: the dataset entry is named.
+    let reps = write(
+        dir.path(),
+        "reps.yaml",
+        &format!(
+            "{V2}splits:\n  train:\n    blend_epochized:\n      - {{repetitions: 1e-300, path: \
+             ds1}}\n"
+        ),
+    );
+    let err = open(&reps).unwrap_err();
+    let Error::BadNode { file, yaml_path, reason } = &err else { panic!("{err:?}") };
+    assert_eq!((file, yaml_path.as_str()), (&reps, "splits.train.blend_epochized[0]"));
+    assert!(reason.contains("repetitions 1e-300"), "{reason}");
 }
 
 #[test]
