@@ -227,6 +227,11 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<u8> {
     // The index is committed: a closed stdout must not keep the media pass or dataset.yaml
     // from being written; its error is returned at the end.
     let mut report_err = report_summary(&summary, &path).err();
+    for (shard, trailer) in &summary.trailers {
+        if let Some(problem) = trailer.problem() {
+            eprintln!("warning: {shard}: {problem}");
+        }
+    }
     if let Some(filter) = media_filter {
         // As the reference, a prepare with media flags replaces the media tables.
         let options = PrepareMediaOptions {

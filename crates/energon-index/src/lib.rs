@@ -93,7 +93,7 @@ pub use crate::{
     fsutil::{AtomicFile, atomic_write},
     info::{DatasetInfo, read_dataset_info},
     jsonl_idx::{JsonlIndex, jsonl_idx_path},
-    shard::{PartEntry, SampleEntry, ShardScan},
+    shard::{PartEntry, SampleEntry, ShardScan, Trailer},
     split::{SplitConfig, read_dataset_split},
     tar_idx::{TarIndex, tar_idx_path, write_tar_idx},
     tar_scan::scan_shard,

@@ -202,6 +202,10 @@ pub struct PrepareSummary {
     pub first_keys: Vec<String>,
     /// The duplicate keys that `fix_duplicates` fixed, if there were any.
     pub fixed_duplicates: Option<FixedDuplicates>,
+    /// Shards whose tar ends without an end-of-archive marker, or with data after it (samples
+    /// that tar readers lose; see [`crate::Trailer`]): prepared all the same, as the reference
+    /// does, to be reported.
+    pub trailers: Vec<(String, crate::Trailer)>,
 }
 
 /// What `fix_duplicates` did.
@@ -384,6 +388,7 @@ fn summary(
         part_names: scanned.part_names,
         first_keys: scanned.first_keys,
         fixed_duplicates,
+        trailers: scanned.trailers,
     }
 }
 

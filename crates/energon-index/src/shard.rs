@@ -34,6 +34,56 @@ pub struct ShardScan {
     /// Byte offset just past the last member's padded data (Python `TarFile.offset` after
     /// iterating all members): the start of the end-of-archive blocks.
     pub end_offset: u64,
+    /// What follows the last member (see [`Trailer`]).
+    pub trailer: Trailer,
+}
+
+/// What follows the last member of a tar shard, from its end offset to the end of the file.
+/// Tar readers (Python's `tarfile` too) stop at the end-of-archive marker and accept a file
+/// without one, so both cases below lose samples silently: prepare warns and lint reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Trailer {
+    /// The end-of-archive marker (two zero blocks), and only zeros after it.
+    #[default]
+    Complete,
+    /// No complete end-of-archive marker: the file ends at or within it (a shard cut at a
+    /// member boundary looks like this).
+    Missing,
+    /// Bytes other than zeros after the marker, from this offset (another archive appended: its
+    /// members are not indexed).
+    DataAfter {
+        /// The first such byte's offset.
+        offset: u64,
+    },
+}
+
+impl Trailer {
+    /// The trailer of a tar whose members end at `end_offset`, followed by `rest`.
+    pub fn of(rest: &[u8], end_offset: u64) -> Trailer {
+        const MARKER: usize = 2 * 512;
+        match rest.iter().position(|&b| b != 0) {
+            Some(i) => Trailer::DataAfter { offset: end_offset + i as u64 },
+            None if rest.len() < MARKER => Trailer::Missing,
+            None => Trailer::Complete,
+        }
+    }
+
+    /// What is wrong, for a warning; `None` for a complete trailer.
+    pub fn problem(&self) -> Option<String> {
+        match self {
+            Trailer::Complete => None,
+            Trailer::Missing => Some(
+                "the shard has no end-of-archive marker: it may have been cut, and samples after \
+                 the cut are lost"
+                    .to_owned(),
+            ),
+            Trailer::DataAfter { offset } => Some(format!(
+                "the shard has data after its end-of-archive marker, at byte offset {offset} \
+                 (another archive appended?); tar readers stop at the marker, so it is not \
+                 indexed"
+            )),
+        }
+    }
 }
 
 impl ShardScan {

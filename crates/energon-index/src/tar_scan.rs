@@ -94,6 +94,8 @@ pub fn scan_bytes(path: &Path, data: &[u8]) -> Result<ShardScan> {
         }
     }
     res.end_offset = walk.position();
+    let end = usize::try_from(res.end_offset).unwrap_or(usize::MAX).min(data.len());
+    res.trailer = crate::shard::Trailer::of(&data[end..], res.end_offset);
     if res.samples.is_empty() {
         return Err(Error::EmptyShard { path: path.to_path_buf() });
     }

@@ -19,8 +19,9 @@ use crate::errors::{config_error, to_py_err};
 /// repeat across shards. `sample_tables = False` writes `index.sqlite` without the per-sample
 /// tables (`--no-sample-tables`); `sample_tables_only` adds them to a prepared dataset
 /// (`--sample-tables-only`). Returns a dict with `shards`, `shard_counts`, `split_parts`,
-/// `part_names` and `fixed_duplicates` (the number of renamed members, `None` when nothing was
-/// renamed).
+/// `part_names`, `fixed_duplicates` (the number of renamed members, `None` when nothing was
+/// renamed) and `warnings` (`(shard, what is wrong)` for shards that lose samples to their tar
+/// trailer: no end-of-archive marker, or data after it).
 #[pyfunction]
 #[pyo3(signature = (
     path, *, split_ratio = None, split_patterns = None, exclude = None, tar_index_only = false,
@@ -72,6 +73,12 @@ pub(crate) fn prepare_dataset<'py>(
     res.set_item("split_parts", &summary.split_parts)?;
     res.set_item("part_names", &summary.part_names)?;
     res.set_item("fixed_duplicates", summary.fixed_duplicates.map(|f| f.members_renamed))?;
+    let warnings: Vec<(&str, String)> = summary
+        .trailers
+        .iter()
+        .filter_map(|(shard, trailer)| Some((shard.as_str(), trailer.problem()?)))
+        .collect();
+    res.set_item("warnings", warnings)?;
     Ok(res)
 }
 

@@ -129,3 +129,23 @@ def test_media_metadata_of_a_folder_and_of_a_prepared_dataset(ref_small, tmp_pat
     )
     store = energon_rs.WebdatasetFileStore(root)
     assert store.get_media_metadata("00000001.jpg").height == meta.height
+
+
+def test_a_shard_without_its_end_of_archive_marker_is_a_warning(ref_small, tmp_path):
+    """Cut at a member boundary, a shard loses samples silently to every tar reader: prepare
+    indexes what is there, as the reference does, and says so."""
+    import tarfile
+
+    root = _shards_only(ref_small, tmp_path / "ds")
+    shard = root / "shards" / "data-000001.tar"
+    with tarfile.open(shard) as tar:
+        members = tar.getmembers()
+    # Cut where a sample starts: the first member of the key of the middle member.
+    key = members[len(members) // 2].name.split(".")[0]
+    cut = min(m.offset for m in members if m.name.split(".")[0] == key)
+    shard.write_bytes(shard.read_bytes()[:cut])
+    with pytest.warns(RuntimeWarning, match="data-000001.tar: the shard has no end-of-archive marker"):
+        BaseWebdatasetFactory.prepare_dataset(
+            root, ["shards/data-{000000..000003}.tar"], split_parts_ratio=[("train", 1.0)],
+            shuffle_seed=None,
+        )

@@ -536,3 +536,52 @@ fn fix_duplicates_renames_members_into_shard_folders() {
         ["shards/a.tar/0001", "shards/a.tar/0002", "shards/b.tar/0001", "shards/b.tar/0002"]
     );
 }
+
+#[test]
+fn a_cut_shard_and_an_appended_archive_are_reported() {
+    // Shard 0 ends at a member boundary (no end-of-archive marker); shard 1 has a second archive
+    // after its marker. Tar readers lose the samples past both without an error.
+    let dir = Dir::new();
+    let members = |prefix: &str| -> Vec<(String, Vec<u8>)> {
+        (0..3).map(|i| (format!("{prefix}{i}.txt"), vec![b'x'; 10])).collect()
+    };
+    let tar = |name: &str, prefix: &str| {
+        let m = members(prefix);
+        let refs: Vec<(&str, &[u8])> = m.iter().map(|(n, d)| (n.as_str(), d.as_slice())).collect();
+        write_tar(&dir.join(name), &refs);
+        fs::read(dir.join(name)).unwrap()
+    };
+    let first = tar("shards/a.tar", "a");
+    fs::write(dir.join("shards/a.tar"), &first[..3 * 1024]).unwrap();
+    let mut second = tar("shards/b.tar", "b");
+    let appended_at = second.len();
+    second.extend(tar("shards/c.tar", "c"));
+    fs::write(dir.join("shards/b.tar"), &second).unwrap();
+    fs::remove_file(dir.join("shards/c.tar")).unwrap();
+    let (out, _, stderr) = run(prepare(&dir).args([
+        "--non-interactive",
+        "--split-ratio",
+        "1,0,0",
+        "--sample-type",
+        "TextSample",
+        "--field-map",
+        r#"{"text": "txt"}"#,
+    ]));
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: shards/a.tar: the shard has no end-of-archive marker"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "warning: shards/b.tar: the shard has data after its end-of-archive marker, at byte \
+             offset {appended_at}"
+        )),
+        "{stderr}"
+    );
+    let (out, stdout, stderr) = run(energon().arg("lint").arg(dir.path()));
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    let report = format!("{stdout}{stderr}");
+    assert!(report.contains("a.tar") && report.contains("no end-of-archive marker"), "{report}");
+    assert!(report.contains("b.tar") && report.contains(&format!("{appended_at}")), "{report}");
+}

@@ -20,6 +20,8 @@ pub(super) struct Scanned {
     pub(super) shard_counts: Vec<u64>,
     pub(super) part_names: Vec<String>,
     pub(super) first_keys: Vec<String>,
+    /// The shards whose tar trailer loses samples (see [`crate::Trailer`]), in order.
+    pub(super) trailers: Vec<(String, crate::Trailer)>,
 }
 
 /// The `.tar.idx` files of an indexing pass: written (their temporary names), or only checked.
@@ -204,6 +206,9 @@ fn record_shard(
         writer.add_shard(i as u64, &shards[i], &shard.scan)?;
     }
     scanned.shard_counts[i] = shard.n_samples;
+    if shard.scan.trailer != crate::Trailer::Complete {
+        scanned.trailers.push((shards[i].clone(), shard.scan.trailer));
+    }
     if i == 0 {
         scanned.first_keys = shard.scan.samples.iter().take(2).map(|s| s.key.clone()).collect();
     }

@@ -591,3 +591,36 @@ fn unsupported_or_invalid_pax_values_are_errors() {
         assert!(reason.contains("pax"), "{reason}");
     }
 }
+
+#[test]
+fn the_trailer_tells_a_cut_shard_and_an_appended_archive() {
+    use crate::shard::Trailer;
+
+    let archive = || {
+        let mut t = TarBuf(Vec::new());
+        t.file("a.txt", b"1");
+        t.file("b.txt", b"2");
+        t
+    };
+    let complete = archive().finish();
+    let scan = scan_bytes(&path(), &complete).unwrap();
+    assert_eq!(scan.trailer, Trailer::Complete);
+    assert_eq!(scan.trailer.problem(), None);
+    // Cut at a member boundary: no end-of-archive marker.
+    let cut = &complete[..scan.end_offset as usize];
+    let cut_scan = scan_bytes(&path(), cut).unwrap();
+    assert_eq!(cut_scan.trailer, Trailer::Missing);
+    assert_eq!(cut_scan.samples, scan.samples);
+    assert!(cut_scan.trailer.problem().unwrap().contains("no end-of-archive marker"));
+    // Only part of the marker.
+    let short = &complete[..scan.end_offset as usize + 512];
+    assert_eq!(scan_bytes(&path(), short).unwrap().trailer, Trailer::Missing);
+    // A second archive after the first one's marker: not indexed, and said.
+    let mut appended = complete.clone();
+    let second_at = appended.len() as u64;
+    appended.extend(archive().finish());
+    let appended_scan = scan_bytes(&path(), &appended).unwrap();
+    assert_eq!(appended_scan.samples, scan.samples);
+    assert_eq!(appended_scan.trailer, Trailer::DataAfter { offset: second_at });
+    assert!(appended_scan.trailer.problem().unwrap().contains(&format!("offset {second_at}")));
+}

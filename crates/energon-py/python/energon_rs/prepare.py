@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Union
 
@@ -195,6 +196,8 @@ class BaseWebdatasetFactory:
             fix_duplicates=fix_duplicates,
             sample_tables=enable_sample_tables,
         )
+        for shard, problem in summary["warnings"]:
+            warnings.warn(f"{shard}: {problem}", RuntimeWarning, stacklevel=2)
         if media_filter is not None:
             # As `energon prepare --media-metadata-by-...`: the media tables are replaced.
             _store_media(root, media_filter, workers, replace=True)

@@ -49,12 +49,28 @@ pub fn check_shard_rows(root: &Path) -> Result<Vec<ShardProblem>> {
         let shard =
             ShardRef { dataset: root, name, idx_path: &idx_path, tar_file_id: tar_file_id as u64 };
         let checked = check_size(&shard, &idx, data.len())
+            .and_then(|()| check_trailer(&path, &idx, &data))
             .and_then(|()| db.as_ref().map_or(Ok(()), |db| check_rows(&shard, &idx, &data, db)));
         if let Err(error) = checked {
             res.push(ShardProblem { shard: name.clone(), error });
         }
     }
     Ok(res)
+}
+
+/// The end of the shard after its last sample: an end-of-archive marker and nothing else (see
+/// [`energon_index::Trailer`]); a shard cut at a member boundary or with another archive appended
+/// loses samples that no index shows.
+fn check_trailer(path: &Path, idx: &OffsetIndex, data: &ShardData) -> Result<()> {
+    let end = idx.get(idx.n_entries().saturating_sub(1)).unwrap_or(0).min(data.len());
+    let rest = data.range(end, data.len()).map_err(|e| Error::io("cannot read", path, e))?;
+    let trailer = energon_index::Trailer::of(&rest, end);
+    let Some(reason) = trailer.problem() else { return Ok(()) };
+    let offset = match trailer {
+        energon_index::Trailer::DataAfter { offset } => offset,
+        _ => end,
+    };
+    Err(Error::Index(energon_index::Error::CorruptTar { path: path.to_path_buf(), offset, reason }))
 }
 
 fn check_rows(
