@@ -182,3 +182,20 @@ def test_an_image_over_the_pixel_limit_is_a_sample_error(tmp_path):
     exc, sources = calls[0]
     assert isinstance(exc, energon_rs.CorruptDatasetError) and "pixels" in str(exc)
     assert sources[0].index == 2
+
+
+@pytest.mark.parametrize("worker_type", ["thread", "process"])
+def test_a_shard_truncated_under_a_running_loader_is_an_error_not_a_crash(ref_small_copy, worker_type):
+    """A dataset re-synced under a running job: the shard shrinks while it is mapped. Reads past
+    its new end are a CorruptDatasetError naming the shard, never SIGBUS."""
+    shard = ref_small_copy / "shards" / "data-000000.tar"
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=1)
+    ds = energon_rs.get_val_dataset(ref_small_copy, split_part="train", worker_config=wc, batch_size=None)
+    it = iter(energon_rs.get_loader(ds, worker_type=worker_type))
+    assert next(it).__key__ == "00000000"
+    with open(shard, "r+b") as f:
+        f.truncate(16 * 1024)
+    with pytest.raises(energon_rs.CorruptDatasetError, match="data-000000.tar") as info:
+        for _ in range(300):
+            next(it)
+    assert "truncated or rewritten while it was read" in str(info.value)

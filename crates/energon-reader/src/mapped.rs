@@ -17,26 +17,51 @@ use bytes::Bytes;
 use energon_index::storage::{self, RemoteObject};
 use rustc_hash::FxHashMap;
 
+mod guard;
+
+use guard::{Region, RegionRef};
+
 /// Index files up to this size are read into memory; larger ones are memory-mapped. Small files
 /// are the common case (one per shard), and a map per shard could exhaust the process's map
 /// limit (`vm.max_map_count`, 65530 by default) on datasets with many shards.
 const READ_LIMIT: u64 = 1 << 20;
 
+/// The smallest page size of the platforms we run on (touching every 4 KiB touches every page).
+const PAGE: usize = 4096;
+
 /// Maps the whole file at `path` read-only. An empty file gives empty bytes (it cannot be mapped).
 pub(crate) fn map_file(path: &Path) -> io::Result<Bytes> {
+    map_guarded(path).map(|(bytes, _)| bytes)
+}
+
+/// A map with its registration in the SIGBUS guard (dropped first: see [`Region`]).
+struct GuardedMap {
+    _region: Region,
+    map: memmap2::Mmap,
+}
+
+impl AsRef<[u8]> for GuardedMap {
+    fn as_ref(&self) -> &[u8] {
+        &self.map
+    }
+}
+
+/// [`map_file`], with the handle that tells whether the file changed underneath.
+fn map_guarded(path: &Path) -> io::Result<(Bytes, RegionRef)> {
     if storage::is_remote(path) {
-        return storage::read(path);
+        return Ok((storage::read(path)?, RegionRef::default()));
     }
     let file = File::open(path)?;
     if file.metadata()?.len() == 0 {
-        return Ok(Bytes::new());
+        return Ok((Bytes::new(), RegionRef::default()));
     }
-    // SAFETY: the map is only read. Like every reader of a memory-mapped file we rely on nobody
-    // truncating or rewriting a prepared dataset while it is read (the reference makes the same
-    // assumption when it opens `index.sqlite` with `immutable=1`); a concurrent truncation
-    // raises SIGBUS rather than returning wrong bytes silently.
+    // SAFETY: the map is only read. A file truncated or rewritten while it is mapped would raise
+    // SIGBUS on the next touch of a page past its new end; the map is registered with the guard,
+    // whose handler puts zeros there instead and marks it changed, which the readers check.
     let map = unsafe { memmap2::Mmap::map(&file) }?;
-    Ok(Bytes::from_owner(map))
+    let region = Region::register(map.as_ptr(), map.len());
+    let handle = region.handle();
+    Ok((Bytes::from_owner(GuardedMap { _region: region, map }), handle))
 }
 
 /// Reads a small file into memory, or maps a large one.
@@ -84,8 +109,8 @@ impl OffsetIndex {
 /// The bytes of an open shard: a map of a local file, or an object read by ranges.
 #[derive(Debug, Clone)]
 pub(crate) enum ShardData {
-    /// A memory-mapped local file.
-    Mapped(Bytes),
+    /// A memory-mapped local file, with the handle that tells whether it changed underneath.
+    Mapped(Bytes, RegionRef),
     /// An object in an object store.
     Remote(Arc<RemoteObject>),
 }
@@ -95,12 +120,18 @@ impl ShardData {
     /// index gives its `size` (its reads check it), else with one HEAD request.
     pub(crate) fn open(path: &Path, size: Option<u64>) -> io::Result<Self> {
         if !storage::is_remote(path) {
-            return map_file(path).map(ShardData::Mapped);
+            return map_guarded(path).map(|(bytes, region)| ShardData::Mapped(bytes, region));
         }
         Ok(ShardData::Remote(match size {
             Some(size) => RemoteObject::open_sized(path, size)?,
             None => RemoteObject::open(path)?,
         }))
+    }
+
+    /// Whether the local file was truncated or rewritten while it was mapped (some of its bytes
+    /// then read as zeros: see the `guard` module).
+    pub(crate) fn changed(&self) -> bool {
+        matches!(self, ShardData::Mapped(_, region) if region.changed())
     }
 
     /// Whether the data is an object in an object store.
@@ -111,7 +142,7 @@ impl ShardData {
     /// The size of the shard in bytes.
     pub(crate) fn len(&self) -> u64 {
         match self {
-            ShardData::Mapped(b) => b.len() as u64,
+            ShardData::Mapped(b, _) => b.len() as u64,
             ShardData::Remote(o) => o.len(),
         }
     }
@@ -119,7 +150,26 @@ impl ShardData {
     /// Bytes `[start, end)` (inside the shard): a slice of the map, or one ranged read.
     pub(crate) fn range(&self, start: u64, end: u64) -> io::Result<Bytes> {
         match self {
-            ShardData::Mapped(b) => Ok(b.slice(start as usize..end as usize)),
+            ShardData::Mapped(b, region) => {
+                let bytes = b.slice(start as usize..end as usize);
+                // Every page is touched now, so that a file changed underneath is noticed
+                // before the bytes are handed out (later reads of them see zeros).
+                let mut sum = 0u8;
+                for i in (0..bytes.len()).step_by(PAGE) {
+                    sum ^= bytes[i];
+                }
+                if let Some(&last) = bytes.last() {
+                    sum ^= last;
+                }
+                std::hint::black_box(sum);
+                if region.changed() {
+                    return Err(io::Error::other(
+                        "the file was truncated or rewritten while it was read (its bytes \
+                         from then on read as zeros): open it again",
+                    ));
+                }
+                Ok(bytes)
+            }
             ShardData::Remote(_) if start == end => Ok(Bytes::new()),
             ShardData::Remote(o) => o.read(start..end),
         }
@@ -141,7 +191,7 @@ impl ShardData {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "sample past the index"));
         };
         let obj = match self {
-            ShardData::Mapped(_) => return self.range(start, end),
+            ShardData::Mapped(..) => return self.range(start, end),
             ShardData::Remote(obj) => obj,
         };
         let (current, sequential) = window_of(obj, idx, n, local, true)?;
@@ -166,7 +216,7 @@ impl ShardData {
     /// that a reader will soon start reading there); nothing for a local file.
     pub(crate) fn prefetch(&self, idx: &OffsetIndex, n: u64, local: u64) -> io::Result<()> {
         match self {
-            ShardData::Mapped(_) => Ok(()),
+            ShardData::Mapped(..) => Ok(()),
             ShardData::Remote(obj) => window_of(obj, idx, n, local, false).map(drop),
         }
     }
@@ -265,6 +315,11 @@ impl MapCache {
         }
         inner.maps.insert(id, (bytes.clone(), tick));
         Ok(bytes)
+    }
+
+    /// Lets the map of shard `id` go (a file changed underneath is mapped again on its next use).
+    pub(crate) fn forget(&self, id: usize) {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner).maps.remove(&id);
     }
 
     /// Number of maps currently cached.

@@ -220,9 +220,21 @@ impl WebDataset {
                 ),
             ));
         }
-        let range = data
-            .sample(idx, shard.count, local)
-            .map_err(|source| Error::io("cannot read", &shard.path, source))?;
+        let range = data.sample(idx, shard.count, local).map_err(|source| {
+            if data.changed() {
+                // Mapped again at the next use: the file may be whole again by then.
+                self.maps.forget(shard_id);
+                let idx_path = tar_idx_path(&shard.path);
+                return self.shard_ref(shard, &idx_path).changed(
+                    &shard.path,
+                    None,
+                    Some(index),
+                    start,
+                    "the shard was truncated or rewritten while it was read".to_owned(),
+                );
+            }
+            Error::io("cannot read", &shard.path, source)
+        })?;
         let idx_path = tar_idx_path(&shard.path);
         let excluded =
             |key: &str| !shard.excluded_keys.is_empty() && shard.excluded_keys.contains(key);

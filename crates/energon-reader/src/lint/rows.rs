@@ -10,7 +10,7 @@ use energon_index::{
 
 use crate::{
     Error, Result,
-    mapped::{OffsetIndex, ShardData, join_rel, map_file},
+    mapped::{OffsetIndex, ShardData, join_rel},
     webdataset::verify::{ShardRef, check_row, check_size},
 };
 
@@ -41,8 +41,7 @@ pub fn check_shard_rows(root: &Path) -> Result<Vec<ShardProblem>> {
     for (tar_file_id, (name, _)) in info.shard_counts.iter().enumerate() {
         let path = join_rel(root, name);
         let idx_path = tar_idx_path(&path);
-        let (Ok(idx), Ok(data)) =
-            (OffsetIndex::open(&idx_path), map_file(&path).map(ShardData::Mapped))
+        let (Ok(idx), Ok(data)) = (OffsetIndex::open(&idx_path), ShardData::open(&path, None))
         else {
             continue;
         };

@@ -84,3 +84,24 @@ fn a_truncated_shard_is_a_typed_error_naming_both_sizes() {
     assert_eq!(at.shard, "shards/s-1.tar");
     assert!(reason.contains("5000 bytes") && reason.contains("10240"), "{err}");
 }
+
+#[test]
+fn a_shard_that_shrinks_while_it_is_mapped_is_a_typed_error_not_sigbus() {
+    let dir = tempfile::tempdir().unwrap();
+    // Samples of 8 KiB: the last ones lie on pages past the cut below.
+    shard(dir.path(), 0, &keys("a"), 8000);
+    prepare_dataset(dir.path(), &PrepareOptions::default(), &|_| {}).unwrap();
+    let path = dir.path().join("shards/s-0.tar");
+    let whole = fs::read(&path).unwrap();
+    let ds = open(dir.path());
+    assert_eq!(ds.read(0).unwrap().unwrap().key, "a0000");
+    // Re-synced underneath the running reader: truncated (as `cp` does before writing).
+    fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(16 * 1024).unwrap();
+    let err = ds.read(8).unwrap_err();
+    let Error::ShardChanged { at, reason, .. } = &err else { panic!("{err}") };
+    assert_eq!((at.shard.as_str(), at.index), ("shards/s-0.tar", Some(8)));
+    assert!(reason.contains("truncated or rewritten while it was read"), "{err}");
+    // Written back whole: the next read maps it again and reads it.
+    fs::write(&path, &whole).unwrap();
+    assert_eq!(ds.read(8).unwrap().unwrap().key, "a0008");
+}
