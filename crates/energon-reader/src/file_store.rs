@@ -142,6 +142,49 @@ impl WebdatasetFileStore {
         data.range(start, end).map_err(|e| Error::io("cannot read", &shard.1, e))
     }
 
+    /// Whether the tar header just before content `[start, start + size)` is the header of member
+    /// `name` of that size: an `index.sqlite` row that points elsewhere (a stale or edited index)
+    /// is an error, not other bytes.
+    fn check_member(
+        &self,
+        data: &ShardData,
+        start: u64,
+        size: u64,
+        name: &str,
+        shard: &(Arc<str>, PathBuf),
+    ) -> Result<()> {
+        const BLOCK: u64 = 512;
+        let bad = |reason: String| Err(self.corrupt(shard, Some(name), start, reason));
+        if start < BLOCK {
+            return bad(format!(
+                "index.sqlite puts the content of {name:?} at byte {start}, inside the first header"
+            ));
+        }
+        let padded_end = start.saturating_add(size.div_ceil(BLOCK) * BLOCK).min(data.len());
+        let header = self.range(data, start - BLOCK, padded_end, shard, name)?;
+        let found = energon_index::tar_scan::members(&header, start - BLOCK).next();
+        match found {
+            Some(Ok(member))
+                if member.offset_data == start
+                    && member.size == size
+                    && (member.name == name
+                        || (name.len() >= 100 && name.starts_with(member.name.as_ref()))) =>
+            {
+                Ok(())
+            }
+            Some(Ok(member)) => bad(format!(
+                "index.sqlite gives {name:?} at byte {start} ({size} bytes), where the shard has \
+                 member {:?} of {} bytes: the index is stale or damaged (run `energon prepare` \
+                 again)",
+                member.name, member.size
+            )),
+            _ => bad(format!(
+                "index.sqlite gives {name:?} at byte {start}, where the shard has no member \
+                 header: the index is stale or damaged (run `energon prepare` again)"
+            )),
+        }
+    }
+
     fn corrupt(
         &self,
         shard: &(Arc<str>, PathBuf),
@@ -192,6 +235,7 @@ impl FileStore for WebdatasetFileStore {
         let start = loc.content_byte_offset;
         let end = start.saturating_add(loc.content_byte_size);
         let bytes = self.range(&data, start, end, shard, key)?;
+        self.check_member(&data, start, loc.content_byte_size, name, shard)?;
         Ok((bytes, source(&shard.0)))
     }
 

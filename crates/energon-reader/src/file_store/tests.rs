@@ -207,3 +207,35 @@ fn decode_and_primary_stores_compose() {
         .unwrap_err();
     assert!(matches!(&err, Error::Decode { part, .. } if part == "json"), "{err}");
 }
+
+#[test]
+fn an_index_row_that_points_elsewhere_is_an_error_not_other_bytes() {
+    // An edited (or stale) index.sqlite: the content of 00000001.txt given at the offset of
+    // 00000001.json's content, with the same size. Lint's row checks do not look at part rows.
+    let dir = fixture_copy();
+    let db = dir.path().join(".nv-meta/index.sqlite");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let json_offset: i64 = conn
+        .query_row(
+            "SELECT sp.content_byte_offset FROM sample_parts sp JOIN samples s \
+             ON sp.tar_file_id = s.tar_file_id AND sp.sample_index = s.sample_index \
+             WHERE s.sample_key = '00000001' AND sp.part_name = 'json'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    conn.execute(
+        "UPDATE sample_parts SET content_byte_offset = ?1 WHERE part_name = 'txt' AND \
+         sample_index = 1 AND tar_file_id = 0",
+        [json_offset],
+    )
+    .unwrap();
+    drop(conn);
+    let store = WebdatasetFileStore::open(dir.path()).unwrap();
+    let err = store.get("00000001.txt").unwrap_err();
+    let Error::CorruptSample { at, reason } = &err else { panic!("{err}") };
+    assert_eq!((at.key.as_deref(), at.offset), (Some("00000001.txt"), json_offset as u64));
+    assert!(reason.contains("member \"00000001.json\"") && reason.contains("prepare"), "{err}");
+    // The other entries read as before.
+    assert!(store.get("00000001.jpg").is_ok() && store.get("00000002.txt").is_ok());
+}
