@@ -142,35 +142,36 @@ impl WebdatasetFileStore {
         data.range(start, end).map_err(|e| Error::io("cannot read", &shard.1, e))
     }
 
-    /// Whether the tar header just before content `[start, start + size)` is the header of member
-    /// `name` of that size: an `index.sqlite` row that points elsewhere (a stale or edited index)
-    /// is an error, not other bytes.
-    fn check_member(
+    /// Content `[start, end)` of member `name`, after checking that the tar header just before it
+    /// is that member's, of that size: an `index.sqlite` row that points elsewhere (a stale or
+    /// edited index) is an error, not other bytes.
+    fn checked_member(
         &self,
         data: &ShardData,
-        start: u64,
-        size: u64,
-        name: &str,
+        (start, end): (u64, u64),
+        (key, name): (&str, &str),
         shard: &(Arc<str>, PathBuf),
-    ) -> Result<()> {
+    ) -> Result<Bytes> {
         const BLOCK: u64 = 512;
-        let bad = |reason: String| Err(self.corrupt(shard, Some(name), start, reason));
-        if start < BLOCK {
+        let size = end.saturating_sub(start);
+        let bad = |reason: String| Err(self.corrupt(shard, Some(key), start, reason));
+        if start < BLOCK || end < start {
             return bad(format!(
-                "index.sqlite puts the content of {name:?} at byte {start}, inside the first header"
+                "index.sqlite gives bytes [{start}, {end}) for {name:?}, which cannot follow a \
+                 member header"
             ));
         }
-        let padded_end = start.saturating_add(size.div_ceil(BLOCK) * BLOCK).min(data.len());
-        let header = self.range(data, start - BLOCK, padded_end, shard, name)?;
-        let found = energon_index::tar_scan::members(&header, start - BLOCK).next();
-        match found {
+        let padded_end =
+            start.saturating_add(size.div_ceil(BLOCK) * BLOCK).min(data.len()).max(end);
+        let window = self.range(data, start - BLOCK, padded_end, shard, key)?;
+        match energon_index::tar_scan::members(&window, start - BLOCK).next() {
             Some(Ok(member))
                 if member.offset_data == start
                     && member.size == size
                     && (member.name == name
                         || (name.len() >= 100 && name.starts_with(member.name.as_ref()))) =>
             {
-                Ok(())
+                Ok(window.slice(BLOCK as usize..(BLOCK + size) as usize))
             }
             Some(Ok(member)) => bad(format!(
                 "index.sqlite gives {name:?} at byte {start} ({size} bytes), where the shard has \
@@ -234,8 +235,8 @@ impl FileStore for WebdatasetFileStore {
         let (shard, data) = self.shard(loc.tar_file_id, name)?;
         let start = loc.content_byte_offset;
         let end = start.saturating_add(loc.content_byte_size);
-        let bytes = self.range(&data, start, end, shard, key)?;
-        self.check_member(&data, start, loc.content_byte_size, name, shard)?;
+        // Checked against its own header first (read together: one request for a remote shard).
+        let bytes = self.checked_member(&data, (start, end), (key, name), shard)?;
         Ok((bytes, source(&shard.0)))
     }
 

@@ -234,7 +234,7 @@ fn an_index_row_that_points_elsewhere_is_an_error_not_other_bytes() {
     let store = WebdatasetFileStore::open(dir.path()).unwrap();
     let err = store.get("00000001.txt").unwrap_err();
     let Error::CorruptSample { at, reason } = &err else { panic!("{err}") };
-    assert_eq!((at.key.as_deref(), at.offset), (Some("00000001.txt"), json_offset as u64));
+    assert_eq!((at.key.as_deref(), at.offset), (Some("00000001"), json_offset as u64));
     assert!(reason.contains("member \"00000001.json\"") && reason.contains("prepare"), "{err}");
     // The other entries read as before.
     assert!(store.get("00000001.jpg").is_ok() && store.get("00000002.txt").is_ok());
