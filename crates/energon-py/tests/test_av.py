@@ -102,3 +102,13 @@ def test_probe_index_finds_keyframes_and_searches_them():
     assert [index.search_timestamp(t) for t in (0, 1000, 1024, 3000)] == [0, 0, 2, 4]
     assert [index.search_timestamp(t, backward=False) for t in (1, 1024, 2049)] == [2, 2, -1]
     assert index.search_timestamp(600, any_frame=True) == 1
+
+
+@pytest.mark.parametrize("name", ["tone.wav", "tone.flac", "tone.mp3"])
+def test_cut_audio_is_an_error_not_a_shorter_clip(name):
+    """FFmpeg decodes what is left of a cut file without a word; the header says how long it
+    is, and a shortfall is an error (the loader's error policy then drops the sample)."""
+    data = (AV / name).read_bytes()
+    assert AVDecoder(data).get_audio() is not None
+    with pytest.raises(Exception, match="corrupt audio|cannot decode"):
+        AVDecoder(data[: len(data) // 2]).get_audio()

@@ -6,7 +6,7 @@ use ffmpeg_next as ffmpeg;
 
 use super::{
     AudioClip,
-    container::{Container, FrameIter, Msg, Timed, fraction, ticks_to_seconds},
+    container::{Container, FrameIter, Msg, Timed, fraction, known, ticks_to_seconds},
 };
 
 /// One decoded audio frame as `(channels, samples)` `f32`, channel-major. Integer samples
@@ -100,6 +100,34 @@ fn py_bound(k: i64, n: usize) -> usize {
     if k < 0 { (n as i64 + k).max(0) as usize } else { (k as usize).min(n) }
 }
 
+/// The whole stream decoded to `decoded` samples per channel: as many as its header declares,
+/// where the header states it (FLAC's STREAMINFO, WAV's data chunk: exactly; an MP3's Xing/Info
+/// frame count: within two frames). Less is a cut or corrupt file, which FFmpeg decodes
+/// without a word (the same rule as the Rust audio decoder's).
+fn check_whole_length(c: &Container, stream: usize, rate: u32, decoded: u64) -> Result<(), Msg> {
+    let st = c.input.stream(stream).ok_or("audio stream vanished")?;
+    let (Some(ticks), Some(tb)) = (known(st.duration()), fraction(st.time_base())) else {
+        return Ok(());
+    };
+    let declared =
+        (i128::from(ticks) * i128::from(tb.0) * i128::from(rate) / i128::from(tb.1)).max(0) as u64;
+    // SAFETY: a valid, open format context.
+    let method = unsafe { (*c.input.as_ptr()).duration_estimation_method };
+    let from_stream = method == ffmpeg::ffi::AVDurationEstimationMethod::AVFMT_DURATION_FROM_STREAM;
+    let tolerance = match c.input.format().name() {
+        "flac" | "wav" => 0,
+        "mp3" if from_stream => 2 * 1152,
+        _ => return Ok(()),
+    };
+    if decoded + tolerance < declared {
+        return Err(format!(
+            "corrupt audio: the stream decodes to {decoded} samples per channel where its header \
+             declares {declared}"
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn audio_clips(
     c: &mut Container,
     stream: usize,
@@ -169,6 +197,9 @@ pub(crate) fn audio_clips(
             }
             parts.push(frame_samples(&f)?, 0, None);
             clip_end = Some(t + d);
+        }
+        if start_time <= 0.0 && !end_time.is_finite() {
+            check_whole_length(c, stream, rate, parts.count as u64)?;
         }
         if let (false, Some(s), Some(e)) = (parts.chunks.is_empty(), clip_start, clip_end) {
             out.push(parts.into_clip(s, e));

@@ -112,6 +112,14 @@ impl Container {
             .map_err(|e| format!("unsupported codec: {e}"))?;
         // SAFETY: a valid, unopened codec context.
         unsafe { (*context.as_mut_ptr()).pkt_timebase = stream.time_base().into() };
+        if context.id() == ffmpeg::codec::Id::FLAC {
+            // A FLAC frame whose checksum fails is an error, not a frame concealed into the
+            // clip (each frame carries a CRC).
+            // SAFETY: as above.
+            unsafe {
+                (*context.as_mut_ptr()).err_recognition |= ffi::AV_EF_CRCCHECK | ffi::AV_EF_EXPLODE;
+            }
+        }
         let codec = ffmpeg::decoder::find(context.id())
             .ok_or_else(|| format!("no decoder for codec {:?}", context.id()))?;
         context.decoder().open_as(codec).map_err(|e| format!("unsupported codec: {e}"))
@@ -229,13 +237,17 @@ impl<F: Timed> FrameIter<F> {
         self.exhausted = false;
     }
 
-    fn drain(&mut self) {
+    /// Takes every frame the decoder has ready; an error other than "needs more input" or "at
+    /// the end" is a decode error (a corrupt frame), not the end of the frames.
+    fn drain(&mut self) -> Result<(), Msg> {
         loop {
             let mut frame = F::empty();
-            if self.decoder.receive_frame(&mut frame).is_err() {
-                break;
+            match self.decoder.receive_frame(&mut frame) {
+                Ok(()) => self.pending.push_back(frame),
+                Err(ffmpeg::Error::Eof) => return Ok(()),
+                Err(ffmpeg::Error::Other { errno }) if errno == ffi::EAGAIN => return Ok(()),
+                Err(e) => return Err(format!("cannot decode: {e}")),
             }
-            self.pending.push_back(frame);
         }
     }
 
@@ -256,13 +268,13 @@ impl<F: Timed> FrameIter<F> {
                 Some(packet) => {
                     self.used = true;
                     self.decoder.send_packet(&packet).map_err(|e| format!("cannot decode: {e}"))?;
-                    self.drain();
+                    self.drain()?;
                 }
                 None => {
                     self.exhausted = true;
                     // The decoder may refuse the drain request when it holds nothing.
                     let _ = self.decoder.send_eof();
-                    self.drain();
+                    self.drain()?;
                 }
             }
         }

@@ -283,3 +283,28 @@ fn bad_media_is_an_error_naming_it() {
     }
     assert!(media("tone.wav").video_clips(&[(0.0, 1.0)], VideoUnit::Frames, None).is_err());
 }
+
+#[test]
+fn cut_or_corrupt_audio_is_an_error_not_a_shorter_clip() {
+    let bytes =
+        |name: &str| std::fs::read(energon_fixtures::fixtures_dir().join("av").join(name)).unwrap();
+    // The whole files decode, as long as their headers say.
+    for name in ["tone.wav", "tone.flac", "tone.mp3"] {
+        let audio = media(name).audio().unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(audio.audio_clips.len(), 1, "{name}");
+    }
+    // Cut to half: WAV and FLAC declare their length exactly; the MP3's Xing frame count too.
+    for name in ["tone.wav", "tone.flac", "tone.mp3"] {
+        let data = bytes(name);
+        let d = AvDecoder::new(Bytes::from(data[..data.len() / 2].to_vec()), name);
+        let e = d.audio().unwrap_err().to_string();
+        // (A partial last sample frame is itself a decode error.)
+        assert!(e.contains("corrupt audio") || e.contains("cannot decode"), "{name}: {e}");
+    }
+    // A flipped byte inside a FLAC frame fails its checksum.
+    let mut flac = bytes("tone.flac");
+    let at = flac.len() * 2 / 3;
+    flac[at] ^= 0x55;
+    let e = AvDecoder::new(Bytes::from(flac), "tone.flac").audio().unwrap_err();
+    assert!(e.to_string().contains("cannot decode") || e.to_string().contains("corrupt"), "{e}");
+}
