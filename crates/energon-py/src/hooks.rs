@@ -15,7 +15,7 @@ use energon_mix::grammar::Joiner;
 use energon_reader::{Sample, SourceInfo};
 use pyo3::{
     prelude::*,
-    types::{PyDict, PyList, PyTuple, PyType},
+    types::{PyDict, PyList, PyTuple},
 };
 use serde_json::{Map, Value};
 
@@ -41,28 +41,12 @@ pub(crate) enum Item {
     Py(Py<PyAny>),
 }
 
-/// The Python callables of a task encoder (each optional), with the error rules that classify
-/// their exceptions.
+/// The Python callables of a task encoder (a `_HookSet`, `None` without Python hooks), with how
+/// values are handed to them and the error rules that classify their exceptions.
 #[derive(Debug, Default)]
 pub(crate) struct Hooks {
-    make_cook: Option<Py<PyAny>>,
-    make_joiner: Option<Py<PyAny>>,
-    encode_sample: Option<Py<PyAny>>,
-    preencode_sample: Option<Py<PyAny>>,
-    postencode_sample: Option<Py<PyAny>>,
-    select_samples_to_pack: Option<Py<PyAny>>,
-    pack_selected_samples: Option<Py<PyAny>>,
-    batch_group_criterion: Option<Py<PyAny>>,
-    batch: Option<Py<PyAny>>,
-    default_batch: Option<Py<PyAny>>,
-    encode_batch: Option<Py<PyAny>>,
-    /// The type of a generator hook's outputs (pulled one at a time, see [`PyGenerator`]).
-    lazy: Option<Py<PyType>>,
+    set: Option<Py<HookSet>>,
     output: Output,
-    /// What describes the task encoder in a checkpoint's configuration (`key`, `value`).
-    config: Vec<(String, String)>,
-    /// The failure tolerances of the hooks.
-    policy: ErrorPolicy,
     /// How exceptions are classified, and the first one that ends the loader.
     errors: Errors,
 }
@@ -112,32 +96,19 @@ impl From<PyErr> for Stop {
 impl Hooks {
     /// The hooks of a `_HookSet` (see [`HookSet`]).
     pub(crate) fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let set = obj.cast::<HookSet>()?.get();
-        let py = obj.py();
-        let copy = |hook: &Option<Py<PyAny>>| hook.as_ref().map(|h| h.clone_ref(py));
-        Ok(Hooks {
-            make_cook: copy(&set.make_cook),
-            make_joiner: copy(&set.make_joiner),
-            encode_sample: copy(&set.encode_sample),
-            preencode_sample: copy(&set.preencode_sample),
-            postencode_sample: copy(&set.postencode_sample),
-            select_samples_to_pack: copy(&set.select_samples_to_pack),
-            pack_selected_samples: copy(&set.pack_selected_samples),
-            batch_group_criterion: copy(&set.batch_group_criterion),
-            batch: copy(&set.batch),
-            default_batch: copy(&set.default_batch),
-            encode_batch: copy(&set.encode_batch),
-            lazy: set.lazy.as_ref().map(|l| l.clone_ref(py)),
-            output: Output::tensors(set.torch),
-            config: set.config.clone(),
-            policy: set.policy.clone(),
-            errors: Errors::new(Arc::clone(&set.rules)),
-        })
+        let set = obj.cast::<HookSet>()?;
+        let (output, rules) = (Output::tensors(set.get().torch), Arc::clone(&set.get().rules));
+        Ok(Hooks { set: Some(set.clone().unbind()), output, errors: Errors::new(rules) })
+    }
+
+    /// The hook that `pick` names, if the task encoder overrides it.
+    fn hook(&self, pick: fn(&HookSet) -> &Option<Py<PyAny>>) -> Option<&Py<PyAny>> {
+        self.set.as_ref().and_then(|set| pick(set.get()).as_ref())
     }
 
     /// The error policy of the pipeline (the hooks' failure tolerances).
     pub(crate) fn error_policy(&self) -> ErrorPolicy {
-        self.policy.clone()
+        self.set.as_ref().map(|set| set.get().policy.clone()).unwrap_or_default()
     }
 
     /// How values are handed to Python.
@@ -157,23 +128,24 @@ impl Hooks {
 
     /// The entries that describe the task encoder in a checkpoint's configuration.
     pub(crate) fn config(&self) -> Vec<(String, String)> {
-        self.config.clone()
+        self.set.as_ref().map(|set| set.get().config.clone()).unwrap_or_default()
     }
 
     /// Whether `batch_group_criterion` is overridden (batches are then made by group).
     pub(crate) fn has_group_criterion(&self) -> bool {
-        self.batch_group_criterion.is_some()
+        self.hook(|s| &s.batch_group_criterion).is_some()
     }
 
     /// The optional hooks that add stages (besides `encode_sample` and `encode_batch`, which
     /// the default task encoder has too).
     pub(crate) fn declared(&self) -> energon_cook::Hooks {
-        let preencode = self.preencode_sample.is_some();
+        let preencode = self.hook(|s| &s.preencode_sample).is_some();
         energon_cook::Hooks {
             encode_sample: !preencode,
             preencode_sample: preencode,
-            postencode_sample: self.postencode_sample.is_some(),
-            packing: self.select_samples_to_pack.is_some() && self.pack_selected_samples.is_some(),
+            postencode_sample: self.hook(|s| &s.postencode_sample).is_some(),
+            packing: self.hook(|s| &s.select_samples_to_pack).is_some()
+                && self.hook(|s| &s.pack_selected_samples).is_some(),
             batch_group_criterion: self.has_group_criterion(),
             encode_batch: true,
         }
@@ -205,7 +177,7 @@ impl Hooks {
 
     /// A hook's result as Python objects: a generator hook's are pulled lazily.
     fn py_outputs(&self, out: Bound<'_, PyAny>) -> PyResult<Outputs<Py<PyAny>>> {
-        if let Some(lazy) = &self.lazy
+        if let Some(lazy) = self.set.as_ref().and_then(|set| set.get().lazy.as_ref())
             && out.is_instance(lazy.bind(out.py()))?
         {
             return Ok(Outputs::Lazy(Box::new(PyGenerator {
@@ -235,13 +207,13 @@ impl Hooks {
         item: Item,
         ctx: &SampleContext,
     ) -> HookResult<Outputs<Item>> {
-        let hook = self.preencode_sample.as_ref().or(self.encode_sample.as_ref());
+        let hook = self.hook(|s| &s.preencode_sample).or(self.hook(|s| &s.encode_sample));
         self.call_sample_hook(hook, item, ctx)
     }
 
     /// `postencode_sample` on one sample (of a pack, or alone).
     pub(crate) fn postencode_sample(&self, item: Item, ctx: &SampleContext) -> HookResult<Item> {
-        match self.call_sample_hook(self.postencode_sample.as_ref(), item, ctx)? {
+        match self.call_sample_hook(self.hook(|s| &s.postencode_sample), item, ctx)? {
             Outputs::One(item) => Ok(item),
             Outputs::Many(_) | Outputs::Lazy(_) => {
                 Err(HookError::fatal_msg("postencode_sample cannot be a generator"))
@@ -271,7 +243,7 @@ impl Hooks {
         item: &Item,
         ctx: &SampleContext,
     ) -> HookResult<(String, Option<usize>)> {
-        let Some(hook) = &self.batch_group_criterion else {
+        let Some(hook) = self.hook(|s| &s.batch_group_criterion) else {
             return Err(HookError::fatal_msg("batch_group_criterion is not overridden"));
         };
         self.with_gil(|conv| {
@@ -288,7 +260,7 @@ impl Hooks {
         items: &[Keyed<Item>],
         ctx: &SampleContext,
     ) -> HookResult<Vec<Vec<usize>>> {
-        let Some(hook) = &self.select_samples_to_pack else {
+        let Some(hook) = self.hook(|s| &s.select_samples_to_pack) else {
             return Err(HookError::fatal_msg("select_samples_to_pack is not overridden"));
         };
         self.with_gil(|conv| {
@@ -323,7 +295,7 @@ impl Hooks {
         items: Vec<Keyed<Item>>,
         ctx: &SampleContext,
     ) -> HookResult<Outputs<Item>> {
-        let Some(hook) = &self.pack_selected_samples else {
+        let Some(hook) = self.hook(|s| &s.pack_selected_samples) else {
             return Err(HookError::fatal_msg("pack_selected_samples is not overridden"));
         };
         self.with_gil(|conv| {
@@ -337,7 +309,7 @@ impl Hooks {
 
     /// Whether batches go through Python (`batch` or `encode_batch` overridden).
     pub(crate) fn has_batch_hooks(&self) -> bool {
-        self.batch.is_some() || self.encode_batch.is_some()
+        self.hook(|s| &s.batch).is_some() || self.hook(|s| &s.encode_batch).is_some()
     }
 
     /// The cooking function of one crude dataset, chosen once as the reference's
@@ -352,7 +324,7 @@ impl Hooks {
         aux: Vec<(String, PyFileStore)>,
         primary: (PathBuf, bool),
     ) -> PyResult<Option<Py<PyAny>>> {
-        let Some(make_cook) = &self.make_cook else { return Ok(None) };
+        let Some(make_cook) = self.hook(|s| &s.make_cook) else { return Ok(None) };
         let conv = Converter::new(py, self.output)?;
         let subflavors = match subflavors {
             Some(map) => conv.json(Value::Object(map.clone()))?,
@@ -376,7 +348,7 @@ impl Hooks {
         joiner: Joiner,
         names: Option<Vec<String>>,
     ) -> PyResult<Py<PyAny>> {
-        let Some(make_joiner) = &self.make_joiner else {
+        let Some(make_joiner) = self.hook(|s| &s.make_joiner) else {
             return Err(config_error("joins need the joiner of the energon_rs package"));
         };
         let (kind, module, name) = match joiner {
@@ -444,7 +416,7 @@ impl Hooks {
             for keyed in batch.samples {
                 list.append(item_to_py(&conv, keyed.value)?)?;
             }
-            match self.batch.as_ref().or(self.default_batch.as_ref()) {
+            match self.hook(|s| &s.batch).or(self.hook(|s| &s.default_batch)) {
                 Some(hook) => Ok(self.invoke(hook, list.into_any(), ctx)?.unbind()),
                 None => Ok(list.into_any().unbind()),
             }
@@ -465,7 +437,7 @@ impl Hooks {
             for item in items {
                 list.append(to_py(&conv, item)?)?;
             }
-            match &self.batch {
+            match self.hook(|s| &s.batch) {
                 Some(hook) => Ok(self.py_outputs(self.invoke(hook, list.into_any(), ctx)?)?),
                 None => Ok(Outputs::One(list.into_any().unbind())),
             }
@@ -478,7 +450,7 @@ impl Hooks {
         batch: Py<PyAny>,
         ctx: &SampleContext,
     ) -> HookResult<Py<PyAny>> {
-        let Some(hook) = &self.encode_batch else { return Ok(batch) };
+        let Some(hook) = self.hook(|s| &s.encode_batch) else { return Ok(batch) };
         self.with_gil(|conv| Ok(self.invoke(hook, batch.into_bound(conv.py()), ctx)?.unbind()))
     }
 }

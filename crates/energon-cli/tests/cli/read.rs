@@ -235,45 +235,49 @@ fn preview_shows_crude_parts_and_jsonl_records() {
     assert!(got.starts_with("Sample 0\n - __key__ (str): '0'\n - json (json): {"), "{got}");
 }
 
-#[test]
-fn a_closed_stdout_ends_the_command_quietly() {
-    // `energon preview ... | head -c 10`: the reader goes away after a few bytes.
-    for args in [vec!["preview", "--num-samples", "200"], vec!["info"], vec!["lint"]] {
-        let mut child = energon()
-            .args(&args[..1])
-            .arg(ref_small_dir())
-            .args(&args[1..])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        drop(child.stdout.take());
-        let out = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
-    }
-    // A prepare into a closed pipe still writes dataset.yaml after its commit.
-    let dir = fixture_copy();
-    fs::remove_file(dir.path().join(".nv-meta/dataset.yaml")).unwrap();
-    let mut child = energon()
-        .arg("prepare")
-        .arg(dir.path())
-        .args(["--non-interactive", "--force-overwrite", "--no-progress", "--split-ratio", "1,0,0"])
-        .args([
-            "--sample-type",
-            "CaptioningSample",
-            "--field-map",
-            r#"{"image": "jpg", "caption": "txt"}"#,
-        ])
+/// Runs `cmd` with its stdout closed at once (as `| head -c 0` does): its status and stderr.
+fn with_closed_stdout(cmd: &mut std::process::Command) -> (Option<i32>, String) {
+    let mut child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     drop(child.stdout.take());
     let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    // `energon preview ... | head -c 10`: the reader goes away after a few bytes.
+    for args in [vec!["preview", "--num-samples", "200"], vec!["info"], vec!["lint"]] {
+        let (status, stderr) =
+            with_closed_stdout(energon().args(&args[..1]).arg(ref_small_dir()).args(&args[1..]));
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(status, Some(0), "{args:?}: {stderr}");
+    }
+    // A prepare into a closed pipe still writes dataset.yaml after its commit.
+    let dir = fixture_copy();
+    fs::remove_file(dir.path().join(".nv-meta/dataset.yaml")).unwrap();
+    let (status, stderr) = with_closed_stdout(
+        energon()
+            .arg("prepare")
+            .arg(dir.path())
+            .args([
+                "--non-interactive",
+                "--force-overwrite",
+                "--no-progress",
+                "--split-ratio",
+                "1,0,0",
+            ])
+            .args([
+                "--sample-type",
+                "CaptioningSample",
+                "--field-map",
+                r#"{"image": "jpg", "caption": "txt"}"#,
+            ]),
+    );
+    assert_eq!(status, Some(0), "{stderr}");
     let yaml = fs::read_to_string(dir.path().join(".nv-meta/dataset.yaml")).unwrap();
     assert!(yaml.contains("CaptioningSample"), "{yaml}");
 }

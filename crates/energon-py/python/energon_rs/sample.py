@@ -17,6 +17,7 @@ __all__ = [
     "Batch",
     "CaptioningSample",
     "CrudeSample",
+    "ExtendableDataclassMixin",
     "ImageClassificationSample",
     "ImageSample",
     "InterleavedSample",
@@ -92,6 +93,23 @@ def _pin_memory(value: Any) -> Any:
     return value
 
 
+E = TypeVar("E", bound="ExtendableDataclassMixin")
+
+
+class ExtendableDataclassMixin:
+    """`extend(src, **new_fields)`: an instance of a derived dataclass from one of its base (the
+    reference's mixin of the same name)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def extend(cls: type[E], src: Any, **kwargs: Any) -> E:
+        """An instance of this (derived) class with the fields of `src` and `kwargs` for the new
+        ones."""
+        base = {f.name: getattr(src, f.name) for f in dataclasses.fields(src) if f.init}
+        return cls(**{**base, **kwargs})
+
+
 class PinMemoryMixin:
     """`pin_memory()`: the sample (or batch) with its torch tensors in pinned memory, for fast
     copies to a GPU (needs a CUDA build of torch and a device)."""
@@ -103,7 +121,7 @@ class PinMemoryMixin:
 
 
 @edataclass
-class Sample(PinMemoryMixin):
+class Sample(PinMemoryMixin, ExtendableDataclassMixin):
     """Base of every sample type (the reference's `Sample`)."""
 
     #: Uniquely identifies the sample in its dataset.
@@ -114,13 +132,6 @@ class Sample(PinMemoryMixin):
     __subflavors__: Optional[dict[str, Any]] = None
     #: Where the sample's parts came from.
     __sources__: Optional[tuple[SourceInfo, ...]] = None
-
-    @classmethod
-    def extend(cls: type[T], src: Any, **kwargs: Any) -> T:
-        """An instance of this (derived) class with the fields of `src` and `kwargs` for the new
-        ones."""
-        base = {f.name: getattr(src, f.name) for f in dataclasses.fields(src) if f.init}
-        return cls(**{**base, **kwargs})
 
     @classmethod
     def derive_from(cls: type[T], base_sample: "Sample", **kwargs: Any) -> T:
@@ -156,7 +167,7 @@ class Sample(PinMemoryMixin):
 
 
 @edataclass
-class Batch(PinMemoryMixin):
+class Batch(PinMemoryMixin, ExtendableDataclassMixin):
     """Base of batch dataclasses (the reference's `Batch`): the samples' keys, the batch's
     restore key, their subflavors and sources."""
 
@@ -168,13 +179,6 @@ class Batch(PinMemoryMixin):
     __subflavors__: Optional[list[Optional[dict[str, Any]]]] = None
     #: The samples' sources, one tuple for all.
     __sources__: Optional[tuple[SourceInfo, ...]] = None
-
-    @classmethod
-    def extend(cls: type[B], src: Any, **kwargs: Any) -> B:
-        """An instance of this (derived) class with the fields of `src` and `kwargs` for the new
-        ones."""
-        base = {f.name: getattr(src, f.name) for f in dataclasses.fields(src) if f.init}
-        return cls(**{**base, **kwargs})
 
     @classmethod
     def derive_from(cls: type[B], base_batch: "Batch", **kwargs: Any) -> B:
