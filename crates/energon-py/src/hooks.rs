@@ -379,16 +379,9 @@ impl Hooks {
         })
     }
 
-    /// A hook's exception, or one raised between Python and Rust, classified as the error
-    /// policy wants it (see [`Errors::classify`]); `hook` is the function that raised.
-    pub(crate) fn classify(
-        &self,
-        py: Python<'_>,
-        err: PyErr,
-        hook: &Bound<'_, PyAny>,
-        sample: Option<&Bound<'_, PyAny>>,
-    ) -> HookError {
-        self.errors.classify(py, err, hook, sample)
+    /// How the exceptions of these hooks are classified (see [`Errors::classify`]).
+    pub(crate) fn errors(&self) -> &Errors {
+        &self.errors
     }
 
     /// Keeps the first failure for the loader to re-raise, returning a Rust error that ends the

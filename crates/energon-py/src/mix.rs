@@ -264,20 +264,22 @@ impl LeafLoad {
             let joiner = joiner.bind(py);
             Ok(match joiner.call1((&list, key)) {
                 Ok(out) => Ok(Some(Item::Py(out.unbind()))),
-                Err(err) => match self.hooks.classify(py, err, joiner, Some(list.as_any())) {
-                    HookError::Skip => Ok(None),
-                    // The error handler has seen it: the error policy counts it.
-                    HookError::Failed(source) => Err(energon_cook::Error::Hook {
-                        hook: "join",
-                        sample: row_key(row),
-                        source,
-                    }),
-                    HookError::Fatal(source) => Err(energon_cook::Error::Fatal {
-                        hook: "join",
-                        sample: row_key(row),
-                        source,
-                    }),
-                },
+                Err(err) => {
+                    match self.hooks.errors().classify(py, err, joiner, Some(list.as_any())) {
+                        HookError::Skip => Ok(None),
+                        // The error handler has seen it: the error policy counts it.
+                        HookError::Failed(source) => Err(energon_cook::Error::Hook {
+                            hook: "join",
+                            sample: row_key(row),
+                            source,
+                        }),
+                        HookError::Fatal(source) => Err(energon_cook::Error::Fatal {
+                            hook: "join",
+                            sample: row_key(row),
+                            source,
+                        }),
+                    }
+                }
             })
         })
         .map_err(|err| self.hooks.fail(err))?
