@@ -157,7 +157,10 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<u8> {
         }
     }
     let split = split_choice(&args, interactive)?;
-    let options = PrepareOptions::default()
+    // A dataset.yaml the flags describe in full is checked now and committed with the index; one
+    // that depends on the shards' parts or on answers is written after.
+    let committed_yaml = if from_info { None } else { flags_dataset_yaml(&args)? };
+    let mut options = PrepareOptions::default()
         .split(split)
         .exclude(args.exclude.clone())
         .num_workers(args.num_workers)
@@ -167,6 +170,9 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<u8> {
         .tmp_path(args.tmp_path.clone())
         .sample_tables(!args.no_sample_tables)
         .sample_tables_only(args.sample_tables_only);
+    if let Some(yaml) = &committed_yaml {
+        options = options.config_file(args.dataset_yaml_name.clone(), yaml.clone());
+    }
     let show_progress = !args.no_progress;
     let bar = Mutex::new(None::<ProgressBar>);
     let samples_done = AtomicU64::new(0);
@@ -245,7 +251,11 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<u8> {
             report_err.get_or_insert(err);
         }
     }
-    if !from_info {
+    if committed_yaml.is_some() {
+        if let Err(err) = report_written(&path.join(NV_META).join(&args.dataset_yaml_name)) {
+            report_err.get_or_insert(err);
+        }
+    } else if !from_info {
         write_dataset_yaml(&args, &path, &summary.part_names, interactive)?;
     }
     if let Some(err) = report_err {
@@ -308,6 +318,61 @@ fn split_choice(args: &PrepareArgs, interactive: bool) -> anyhow::Result<SplitCh
     }
 }
 
+/// The `dataset.yaml` the flags describe in full (`--sample-type CrudeWebdataset`, or a sample
+/// type with `--field-map`), checked; `None` when it is skipped or depends on the shards' parts
+/// or on answers to prompts.
+fn flags_dataset_yaml(args: &PrepareArgs) -> anyhow::Result<Option<Vec<u8>>> {
+    if args.skip_dataset_yaml {
+        return Ok(None);
+    }
+    let config = match (&args.sample_type, &args.field_map) {
+        (Some(crude), _) if crude == "CrudeWebdataset" => dataset_config::DatasetConfig::crude(),
+        (Some(sample_type), Some(json)) => {
+            let sample = known_sample_type(sample_type)?;
+            standard_config(sample, &parse_field_map(json)?)?
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(dataset_config::dataset_config_bytes(&config).into_bytes()))
+}
+
+fn report_written(yaml_path: &Path) -> anyhow::Result<()> {
+    outln!("Wrote {}", yaml_path.display());
+    Ok(())
+}
+
+/// The built-in sample type `name`, or an error listing them.
+fn known_sample_type(name: &str) -> anyhow::Result<&'static dataset_config::SampleTypeInfo> {
+    dataset_config::sample_type_info(name).with_context(|| {
+        format!(
+            "unknown sample type {name:?}; expected one of {} or CrudeWebdataset",
+            dataset_config::SAMPLE_TYPES.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
+/// The standard config of `sample` with `field_map`, whose fields must be the type's.
+fn standard_config(
+    sample: &dataset_config::SampleTypeInfo,
+    field_map: &[(String, String)],
+) -> anyhow::Result<dataset_config::DatasetConfig> {
+    for (field, _) in field_map {
+        let is_base = dataset_config::BASE_FIELDS.iter().any(|f| f.name == field);
+        if !is_base && !sample.fields.iter().any(|f| f.name == field) {
+            bail!(
+                "{} has no field {field:?}; its fields are {}",
+                sample.name,
+                sample.fields.iter().map(|f| f.name).collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    let pairs = field_map.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    Ok(dataset_config::DatasetConfig::standard(
+        sample.name,
+        dataset_config::SampleLoading::FieldMap(dataset_config::FieldMap::from_pairs(pairs)),
+    ))
+}
+
 fn write_dataset_yaml(
     args: &PrepareArgs,
     root: &Path,
@@ -333,12 +398,7 @@ fn write_dataset_yaml(
         outln!("Wrote {}", yaml_path.display());
         return Ok(());
     }
-    let Some(sample) = dataset_config::sample_type_info(&sample_type) else {
-        bail!(
-            "unknown sample type {sample_type:?}; expected one of {} or CrudeWebdataset",
-            dataset_config::SAMPLE_TYPES.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
-        );
-    };
+    let sample = known_sample_type(&sample_type)?;
     let field_map: Vec<(String, String)> = match &args.field_map {
         Some(json) => parse_field_map(json)?,
         None if interactive
@@ -367,18 +427,8 @@ fn write_dataset_yaml(
             return Ok(());
         }
     };
-    for (field, _) in &field_map {
-        let is_base = dataset_config::BASE_FIELDS.iter().any(|f| f.name == field);
-        if !is_base && !sample.fields.iter().any(|f| f.name == field) {
-            bail!(
-                "{sample_type} has no field {field:?}; its fields are {}",
-                sample.fields.iter().map(|f| f.name).collect::<Vec<_>>().join(", ")
-            );
-        }
-    }
-    dataset_config::write_standard_dataset_yaml(&yaml_path, sample.name, &field_map)?;
-    outln!("Wrote {}", yaml_path.display());
-    Ok(())
+    dataset_config::write_dataset_config(&yaml_path, &standard_config(sample, &field_map)?)?;
+    report_written(&yaml_path)
 }
 
 fn parse_field_map(json: &str) -> anyhow::Result<Vec<(String, String)>> {

@@ -79,6 +79,9 @@ pub struct PrepareOptions {
     /// `--tmp-path`: the local folder where the index files of a dataset in an object store are
     /// written before they are uploaded (default: the system's temporary folder).
     pub tmp_path: Option<PathBuf>,
+    /// Files of `.nv-meta/` (name, content) written in the same commit as the index: the
+    /// dataset config, when it is known before the shards are scanned.
+    pub config_files: Vec<(String, Vec<u8>)>,
 }
 
 impl Default for PrepareOptions {
@@ -94,11 +97,19 @@ impl Default for PrepareOptions {
             sample_tables: true,
             sample_tables_only: false,
             tmp_path: None,
+            config_files: Vec::new(),
         }
     }
 }
 
 impl PrepareOptions {
+    /// Writes `.nv-meta/<name>` with `content` in the same commit as the index (a failed or
+    /// killed prepare leaves the old one with the old index).
+    pub fn config_file(mut self, name: impl Into<String>, content: impl Into<Vec<u8>>) -> Self {
+        self.config_files.push((name.into(), content.into()));
+        self
+    }
+
     /// How to split the shards.
     pub fn split(mut self, split: SplitChoice) -> Self {
         self.split = split;
@@ -292,7 +303,7 @@ pub fn prepare_dataset(
     }
     let paths: Vec<PathBuf> = shards.iter().map(|s| root.join(s)).collect();
     if !remote {
-        remove_stale_tmp_files(&meta_dir, &paths, &options.split_config);
+        remove_stale_tmp_files(&meta_dir, &paths, options);
     }
 
     // Every file is written under a temporary name first. The renames then go in this order:
@@ -356,6 +367,10 @@ pub fn prepare_dataset(
         let text = split::split_config_bytes(&config, &options.split_config)?;
         let split_tmp = staged.add(&meta_dir.join(&options.split_config));
         fsutil::write_synced(&split_tmp, text.as_bytes(), None)?;
+        for (name, content) in &options.config_files {
+            let tmp = staged.add(&meta_dir.join(name));
+            fsutil::write_synced(&tmp, content, None)?;
+        }
     }
     let shard_counts: Vec<(String, u64)> =
         shards.iter().cloned().zip(scanned.shard_counts.iter().copied()).collect();
@@ -447,7 +462,7 @@ fn check_not_empty(root: &Path, shards: &[String]) -> Result<()> {
 
 /// Removes temporary files that an earlier prepare left behind when it was killed: those of the
 /// `.tar.idx` files next to `shards` and of the files of `.nv-meta/`. Called with the lock held.
-fn remove_stale_tmp_files(meta_dir: &Path, shards: &[PathBuf], split_config: &str) {
+fn remove_stale_tmp_files(meta_dir: &Path, shards: &[PathBuf], options: &PrepareOptions) {
     let mut by_dir: rustc_hash::FxHashMap<PathBuf, rustc_hash::FxHashSet<String>> =
         rustc_hash::FxHashMap::default();
     for shard in shards {
@@ -459,9 +474,14 @@ fn remove_stale_tmp_files(meta_dir: &Path, shards: &[PathBuf], split_config: &st
     for (dir, names) in &by_dir {
         fsutil::remove_stale_tmp_files(dir, names);
     }
-    let meta_names =
-        [INFO_JSON, INFO_YAML, INDEX_SQLITE, crate::INDEX_UUID, ".index.uuid", split_config];
-    fsutil::remove_stale_tmp_files(meta_dir, &meta_names.iter().map(|n| n.to_string()).collect());
+    let meta_names = [INFO_JSON, INFO_YAML, INDEX_SQLITE, crate::INDEX_UUID, ".index.uuid"];
+    let names = meta_names
+        .iter()
+        .map(|n| n.to_string())
+        .chain([options.split_config.clone()])
+        .chain(options.config_files.iter().map(|(name, _)| name.clone()))
+        .collect();
+    fsutil::remove_stale_tmp_files(meta_dir, &names);
 }
 
 /// Prepares a JSONL dataset: writes `<file>.jsonl.idx` and returns the number of records.

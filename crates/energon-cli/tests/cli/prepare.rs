@@ -206,9 +206,12 @@ fn dataset_yaml_options() {
     ]));
     assert!(!dir.join(".nv-meta/dataset.yaml").exists(), "--skip-dataset-yaml");
 
+    // A field map the sample type refuses fails before anything is written: the index of the
+    // prepare before stays as it was (the dataset.yaml is part of the index's one commit).
+    let before = snapshot(dir.path());
     let err = run_err(prepare(&dir).args([
         "--split-ratio",
-        "1,0,0",
+        "0.5,0.5,0",
         "--non-interactive",
         "--force-overwrite",
         "--sample-type",
@@ -217,6 +220,7 @@ fn dataset_yaml_options() {
         r#"{"picture": "jpg"}"#,
     ]));
     assert!(err.contains("picture"), "{err}");
+    assert!(snapshot(dir.path()) == before, "the failed prepare changed files");
     let err = run_err(prepare(&dir).args([
         "--split-ratio",
         "1,0,0",
