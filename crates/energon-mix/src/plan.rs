@@ -696,25 +696,6 @@ fn leaf_config(
     Ok(LeafConfig { order, parallel_slice_iters })
 }
 
-/// The parts a dataset config reads: those its field map names, or its part filter's names; all
-/// where a Python function decides (the reader reads every part then).
-fn config_part_filter(config: &DatasetConfig) -> PartFilter {
-    use energon_index::dataset_config::{PartFilter as Filter, SampleLoading};
-    let names = |filter: &Filter| match filter {
-        Filter::Names(names) => PartFilter::names(names.iter().cloned()),
-        Filter::Function(_) => PartFilter::All,
-    };
-    let loading = match config {
-        DatasetConfig::Standard(c) => &c.loading,
-        DatasetConfig::Legacy(c) => &c.loading,
-        DatasetConfig::Crude(c) => return c.part_filter.as_ref().map_or(PartFilter::All, names),
-    };
-    match loading {
-        SampleLoading::FieldMap(field_map) => PartFilter::Names(field_map.part_filter()),
-        SampleLoading::Custom { part_filter, .. } => names(part_filter),
-    }
-}
-
 /// The parts of the dataset at `root` that its config (`dataset_config`, default
 /// `dataset.yaml`) reads; all without a config.
 pub(crate) fn dataset_part_filter(root: &Path, dataset_config: Option<&str>) -> Result<PartFilter> {
@@ -766,7 +747,7 @@ impl DatasetOverrides {
                 .transpose()
         };
         Ok(DatasetOverrides {
-            part_filter: config_part_filter(&config),
+            part_filter: energon_reader::config_part_filter(&config),
             crude: matches!(config, DatasetConfig::Crude(_)),
             split_part: string("split_part")?,
             split_config: string("split_config")?,

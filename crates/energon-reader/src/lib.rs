@@ -60,6 +60,6 @@ pub use file_store::{
 };
 pub use jsonl::{JSONL_PART, JsonlDataset};
 pub use raw::{Part, PartFilter, RESTORE_KEY_KIND, RawSample, SourceIndex, SourceInfo};
-pub use reader::{ReaderOptions, SampleReader};
+pub use reader::{ReaderOptions, SampleReader, config_part_filter};
 pub use sample::{CrudeSample, FieldsSample, Sample, SampleMeta};
 pub use webdataset::{OpenOptions, WebDataset};

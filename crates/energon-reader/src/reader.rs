@@ -124,36 +124,11 @@ impl SampleReader {
         if let Some(Value::String(split)) = config.extra().get("split_config") {
             open.split_config = Some(split.clone());
         }
-        let mut custom_loader = None;
-        let mut build = match &config {
-            DatasetConfig::Standard(c) => match (c.sample_type.builtin_sample_type(), &c.loading) {
-                (Some(info), loading) => {
-                    loading_build(info.name, loading, &mut open, &mut custom_loader)
-                }
-                (None, SampleLoading::FieldMap(field_map)) => {
-                    open.part_filter = PartFilter::Names(field_map.part_filter());
-                    Build::Fields {
-                        class: Arc::new(c.sample_type.clone()),
-                        field_map: field_map.clone(),
-                        uses: PartUses::of(field_map),
-                    }
-                }
-                // The class is the custom loader's business (see `custom_loader`).
-                (None, loading) => loading_build("", loading, &mut open, &mut custom_loader),
-            },
-            DatasetConfig::Legacy(c) => {
-                loading_build(c.sample_type.name, &c.loading, &mut open, &mut custom_loader)
-            }
-            DatasetConfig::Crude(c) => {
-                open.part_filter = config_part_filter(c.part_filter.as_ref(), &mut custom_loader);
-                Build::Crude
-            }
-        };
+        open.part_filter = config_part_filter(&config);
+        let build = config_build(&config, options.loose_fields);
         // COMPAT(energon 7.4): dataset.yaml's `subflavors` key replaces the caller's.
         let subflavors = config.subflavors().cloned().or_else(|| options.subflavors.clone());
-        if let Build::Typed { loose, .. } = &mut build {
-            *loose = options.loose_fields;
-        }
+        let custom_loader = custom_loader_of(&config);
         let dataset = Dataset::open(path, &open)?;
         Ok(SampleReader {
             dataset: Arc::new(dataset),
@@ -240,18 +215,22 @@ impl SampleReader {
     /// Errors: [`Error::Decode`] for a part that cannot be decoded, [`Error::Field`] for a field
     /// the field map cannot fill (a missing part or key, a value of the wrong type).
     pub fn build(&self, raw: &RawSample) -> Result<Sample> {
-        let meta = SampleMeta::new(
-            raw.key.clone(),
-            raw.index,
-            self.subflavors.clone(),
-            vec![raw.source_info()],
-        );
+        let meta = || {
+            SampleMeta::new(
+                raw.key.clone(),
+                raw.index,
+                self.subflavors.clone(),
+                vec![raw.source_info()],
+            )
+        };
         match &self.build {
             Build::Typed { type_name, field_map, uses, loose } => {
                 let mut src = FieldSource::new(raw, self.decoder.as_ref(), field_map, uses);
-                let res = Sample::build_typed(type_name, meta.clone(), &mut src)
-                    .expect("type names come from the built-in sample types");
-                match res {
+                match Sample::build_typed(type_name, meta(), &mut src)
+                    .expect("type names come from the built-in sample types")
+                {
+                    // A value of another type than the field's: the class with the values as
+                    // they are (rare: the metadata is made again rather than kept for it).
                     Err(Error::Field { .. }) if *loose && src.mismatched() => {
                         let class = ClassRef {
                             module: "megatron.energon".to_owned(),
@@ -259,7 +238,8 @@ impl SampleReader {
                         };
                         let mut src = FieldSource::new(raw, self.decoder.as_ref(), field_map, uses);
                         let fields = src.all()?;
-                        Ok(Sample::Fields(FieldsSample { meta, class: Arc::new(class), fields }))
+                        let class = Arc::new(class);
+                        Ok(Sample::Fields(FieldsSample { meta: meta(), class, fields }))
                     }
                     res => res,
                 }
@@ -267,7 +247,7 @@ impl SampleReader {
             Build::Fields { class, field_map, uses } => {
                 let mut src = FieldSource::new(raw, self.decoder.as_ref(), field_map, uses);
                 let fields = src.all()?;
-                Ok(Sample::Fields(FieldsSample { meta, class: Arc::clone(class), fields }))
+                Ok(Sample::Fields(FieldsSample { meta: meta(), class: Arc::clone(class), fields }))
             }
             Build::Crude => {
                 let mut parts = Vec::with_capacity(raw.parts.len());
@@ -289,46 +269,76 @@ impl SampleReader {
                     };
                     parts.push((part.name.clone(), value));
                 }
-                Ok(Sample::Crude(CrudeSample { meta, shard: raw.shard.clone(), parts }))
+                Ok(Sample::Crude(CrudeSample { meta: meta(), shard: raw.shard.clone(), parts }))
             }
         }
     }
 }
 
-/// The build for a field map or custom loader of sample type `type_name`; sets the part filter.
-fn loading_build(
-    type_name: &'static str,
-    loading: &SampleLoading,
-    open: &mut OpenOptions,
-    custom_loader: &mut Option<String>,
-) -> Build {
-    match loading {
-        SampleLoading::FieldMap(field_map) => {
-            open.part_filter = PartFilter::Names(field_map.part_filter());
-            let uses = PartUses::of(field_map);
-            Build::Typed { type_name, field_map: field_map.clone(), uses, loose: false }
+/// How the samples of a dataset config are built: a field map fills a built-in type (typed
+/// fields; with `loose`, see [`ReaderOptions::loose_fields`]) or another class
+/// ([`Sample::Fields`]); a custom loader's samples, and a crude dataset's, stay crude.
+fn config_build(config: &DatasetConfig, loose: bool) -> Build {
+    let (loading, builtin, class) = match config {
+        DatasetConfig::Standard(c) => {
+            (&c.loading, c.sample_type.builtin_sample_type().map(|t| t.name), &c.sample_type)
         }
-        SampleLoading::Custom { sample_loader, part_filter } => {
-            *custom_loader = Some(sample_loader.clone());
-            open.part_filter = config_part_filter(Some(part_filter), custom_loader);
-            Build::Crude
-        }
+        DatasetConfig::Legacy(c) => return legacy_build(&c.loading, c.sample_type.name, loose),
+        DatasetConfig::Crude(_) => return Build::Crude,
+    };
+    let SampleLoading::FieldMap(field_map) = loading else { return Build::Crude };
+    let (uses, field_map) = (PartUses::of(field_map), field_map.clone());
+    match builtin {
+        Some(type_name) => Build::Typed { type_name, field_map, uses, loose },
+        None => Build::Fields { class: Arc::new(class.clone()), field_map, uses },
     }
 }
 
-/// The part filter of `dataset.yaml`; a Python predicate cannot run here, so every part is read
-/// and the predicate is reported through `custom_loader`.
-fn config_part_filter(
-    filter: Option<&ConfigPartFilter>,
-    custom_loader: &mut Option<String>,
-) -> PartFilter {
-    match filter {
-        None => PartFilter::All,
-        Some(ConfigPartFilter::Names(names)) => PartFilter::names(names.iter().cloned()),
-        Some(ConfigPartFilter::Function(function)) => {
-            custom_loader.get_or_insert_with(|| function.clone());
-            PartFilter::All
+fn legacy_build(loading: &SampleLoading, type_name: &'static str, loose: bool) -> Build {
+    match loading {
+        SampleLoading::FieldMap(field_map) => {
+            let uses = PartUses::of(field_map);
+            Build::Typed { type_name, field_map: field_map.clone(), uses, loose }
         }
+        SampleLoading::Custom { .. } => Build::Crude,
+    }
+}
+
+/// The parts a dataset config reads: those its field map names, or its part filter's names; all
+/// where a Python function decides (energon-rs reads every part then). The one rule for every
+/// reader of a dataset (metadataset leaves and joins too).
+pub fn config_part_filter(config: &DatasetConfig) -> PartFilter {
+    let names = |filter: &ConfigPartFilter| match filter {
+        ConfigPartFilter::Names(names) => PartFilter::names(names.iter().cloned()),
+        ConfigPartFilter::Function(_) => PartFilter::All,
+    };
+    let loading = match config {
+        DatasetConfig::Standard(c) => &c.loading,
+        DatasetConfig::Legacy(c) => &c.loading,
+        DatasetConfig::Crude(c) => return c.part_filter.as_ref().map_or(PartFilter::All, names),
+    };
+    match loading {
+        SampleLoading::FieldMap(field_map) => PartFilter::Names(field_map.part_filter()),
+        SampleLoading::Custom { part_filter, .. } => names(part_filter),
+    }
+}
+
+/// The Python function of a dataset config that energon-rs cannot run: its `sample_loader`, or
+/// a crude dataset's `part_filter` function (see [`SampleReader::custom_loader`]).
+fn custom_loader_of(config: &DatasetConfig) -> Option<String> {
+    let loading = match config {
+        DatasetConfig::Standard(c) => &c.loading,
+        DatasetConfig::Legacy(c) => &c.loading,
+        DatasetConfig::Crude(c) => {
+            return match &c.part_filter {
+                Some(ConfigPartFilter::Function(function)) => Some(function.clone()),
+                _ => None,
+            };
+        }
+    };
+    match loading {
+        SampleLoading::Custom { sample_loader, .. } => Some(sample_loader.clone()),
+        SampleLoading::FieldMap(_) => None,
     }
 }
 

@@ -451,12 +451,6 @@ def _overridden(task_encoder: TaskEncoder, name: str) -> bool:
     )
 
 
-def _sources_of(value: Any) -> Any:
-    if isinstance(value, dict):
-        return value.get("__sources__")
-    return getattr(value, "__sources__", None)
-
-
 #: Held by a call that runs with seeded global generators (`restore_seeds`).
 _SEEDED_CALLS = threading.RLock()
 
@@ -536,7 +530,7 @@ def _hooks(
     default_tolerance = getattr(
         task_encoder, "__default_failure_tolerance__", DEFAULT_FAILURE_TOLERANCE
     ) or 0
-    #: The tolerances that differ from the default, by the loader's stage name.
+    #: The failure tolerance of every overridden hook, by the loader's stage name.
     tolerances: dict = {}
 
     def hook(name: str) -> Optional[Callable[[Any], Any]]:
