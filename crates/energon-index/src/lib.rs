@@ -72,6 +72,7 @@ pub mod join_index;
 pub mod jsonl_idx;
 #[cfg(feature = "sqlite")]
 pub mod media;
+pub mod object_versions;
 #[cfg(feature = "prepare")]
 pub mod prepare;
 mod shard;
@@ -117,6 +118,8 @@ pub const INFO_YAML: &str = ".info.yaml";
 pub const INDEX_SQLITE: &str = "index.sqlite";
 /// File name of the index UUID inside [`NV_META`].
 pub const INDEX_UUID: &str = "index.uuid";
+/// File name of the shard objects' versions inside [`NV_META`] (see [`object_versions`]).
+pub const OBJECT_VERSIONS: &str = "object-versions.json";
 /// Default split configuration file name inside [`NV_META`].
 pub const SPLIT_YAML: &str = "split.yaml";
 /// Default dataset configuration file name inside [`NV_META`].

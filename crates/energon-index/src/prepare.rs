@@ -16,7 +16,7 @@ use std::{
 
 use crate::{
     Error, INDEX_SQLITE, INFO_JSON, INFO_YAML, NV_META, Result, SPLIT_YAML, discover, fsutil, info,
-    jsonl_idx, split, sqlite, storage, tar_idx, tar_patch,
+    jsonl_idx, object_versions::ObjectVersions, split, sqlite, storage, tar_idx, tar_patch,
 };
 
 mod index;
@@ -334,7 +334,7 @@ pub fn prepare_dataset(
     };
     let index = || index_shards(&job, progress);
     let mut fixed_duplicates = None;
-    let scanned = match index() {
+    let mut scanned = match index() {
         Err(Error::DuplicateKey { key, first, second }) if options.fix_duplicates && !remote => {
             progress(Progress::FixingDuplicates { key: key.clone() });
             let members_renamed = fix_duplicates(&shards, &paths)?;
@@ -351,7 +351,13 @@ pub fn prepare_dataset(
         check_counts(root, &shards, old_counts, &scanned.shard_counts)?;
     }
     let uuid_tmp = staged.add(&meta_dir.join(crate::INDEX_UUID));
-    fsutil::write_synced(&uuid_tmp, sqlite::new_index_uuid().as_bytes(), None)?;
+    let index_uuid = sqlite::new_index_uuid();
+    fsutil::write_synced(&uuid_tmp, index_uuid.as_bytes(), None)?;
+    if remote && scanned.versions.len() == shards.len() {
+        let record = ObjectVersions { index_uuid, shards: std::mem::take(&mut scanned.versions) };
+        let tmp = staged.add(&meta_dir.join(crate::OBJECT_VERSIONS));
+        fsutil::write_synced(&tmp, record.to_json().as_bytes(), None)?;
+    }
     if options.sample_tables_only {
         staged.commit()?;
         return Ok(summary(shards, scanned, split_parts, None));

@@ -36,6 +36,8 @@ pub struct ShardScan {
     pub end_offset: u64,
     /// What follows the last member (see [`Trailer`]).
     pub trailer: Trailer,
+    /// For a shard in an object store, the version of the object the scan read.
+    pub version: Option<crate::storage::ObjectVersion>,
 }
 
 /// What follows the last member of a tar shard, from its end offset to the end of the file.

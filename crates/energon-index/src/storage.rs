@@ -54,12 +54,14 @@ mod object;
 mod rclone;
 #[cfg(feature = "remote")]
 mod remote;
+mod version;
 
 pub use location::{Location, RemoteTarget, Scheme};
 #[cfg(feature = "remote")]
 pub use object::RemoteObject;
 #[cfg(not(feature = "remote"))]
 pub use object_stub::RemoteObject;
+pub use version::{ObjectVersion, VersionPin};
 
 /// Why a request to an object store failed, naming the object and the byte range.
 ///
@@ -211,6 +213,14 @@ pub fn read(path: &Path) -> io::Result<Bytes> {
     }
 }
 
+/// Reads a whole file or object, and for an object the version it read (see [`ObjectVersion`]).
+pub fn read_versioned(path: &Path) -> io::Result<(Bytes, Option<ObjectVersion>)> {
+    match Location::of(path)? {
+        Location::Local(p) => Ok((std::fs::read(p).map(Bytes::from)?, None)),
+        Location::Remote(t) => remote::read_versioned(&t).map(|(b, v)| (b, Some(v))),
+    }
+}
+
 /// Reads bytes `range` of a file or object; fewer bytes only where the file ends first.
 pub fn read_range(path: &Path, range: Range<u64>) -> io::Result<Bytes> {
     match Location::of(path)? {
@@ -326,6 +336,9 @@ mod remote {
     pub(super) fn read(t: &RemoteTarget) -> io::Result<Bytes> {
         unsupported(t)
     }
+    pub(super) fn read_versioned(t: &RemoteTarget) -> io::Result<(Bytes, ObjectVersion)> {
+        unsupported(t)
+    }
     pub(super) fn read_range(t: &RemoteTarget, _: Range<u64>) -> io::Result<Bytes> {
         unsupported(t)
     }
@@ -379,6 +392,13 @@ mod object_stub {
         pub fn open_sized(path: &Path, _: u64) -> io::Result<Arc<RemoteObject>> {
             Self::open(path)
         }
+        pub fn open_pinned(
+            path: &Path,
+            _: Option<u64>,
+            _: Arc<super::VersionPin>,
+        ) -> io::Result<Arc<RemoteObject>> {
+            Self::open(path)
+        }
         pub fn url(&self) -> &str {
             match self.never {}
         }
@@ -386,6 +406,9 @@ mod object_stub {
             match self.never {}
         }
         pub fn is_empty(&self) -> bool {
+            match self.never {}
+        }
+        pub fn changed(&self) -> bool {
             match self.never {}
         }
         pub fn read(&self, _: Range<u64>) -> io::Result<Bytes> {

@@ -37,11 +37,14 @@ use crate::{
 pub fn scan_shard(path: &Path) -> Result<ShardScan> {
     if crate::storage::is_remote(path) {
         // One streaming read of the whole object; the scan needs every header.
-        let bytes = crate::storage::read(path).map_err(|e| Error::io("cannot read", path, e))?;
+        let (bytes, version) =
+            crate::storage::read_versioned(path).map_err(|e| Error::io("cannot read", path, e))?;
         if bytes.is_empty() {
             return Err(Error::EmptyShard { path: path.to_path_buf() });
         }
-        return scan_bytes(path, &bytes);
+        let mut scan = scan_bytes(path, &bytes)?;
+        scan.version = version;
+        return Ok(scan);
     }
     let file = File::open(path).map_err(|e| Error::io("cannot open", path, e))?;
     let len = file.metadata().map_err(|e| Error::io("cannot stat", path, e))?.len();

@@ -66,7 +66,8 @@ impl WebdatasetFileStore {
         index.require_samples()?;
         let shards =
             info.shard_names().map(|name| (Arc::from(name), join_rel(root, name))).collect();
-        Ok(WebdatasetFileStore { root: Arc::from(root), index, shards, maps: MapCache::new(16) })
+        let maps = MapCache::new(16).with_recorded_versions(root, info.shard_names());
+        Ok(WebdatasetFileStore { root: Arc::from(root), index, shards, maps })
     }
 
     /// The parts of the sample with key `key`, in tar order, as (part name, content).

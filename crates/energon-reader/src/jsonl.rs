@@ -41,7 +41,9 @@ impl JsonlDataset {
         // A `dss://` (or `msc://` file profile) path is read where it resolves to.
         let path: &Path = &energon_index::storage::normalize(path)
             .map_err(|e| Error::io("cannot resolve", path, e))?;
-        let open = |size| ShardData::open(path, size).map_err(|e| Error::io("cannot map", path, e));
+        let pin = Arc::default();
+        let open =
+            |size| ShardData::open(path, size, &pin).map_err(|e| Error::io("cannot map", path, e));
         let local = if energon_index::storage::is_remote(path) { None } else { Some(open(None)?) };
         let idx_path = jsonl_idx_path(path);
         let idx = OffsetIndex::open(&idx_path).map_err(|e| {

@@ -14,7 +14,10 @@ use std::{
 };
 
 use bytes::Bytes;
-use energon_index::storage::{self, RemoteObject};
+use energon_index::{
+    object_versions::ObjectVersions,
+    storage::{self, RemoteObject, VersionPin},
+};
 use rustc_hash::FxHashMap;
 
 mod guard;
@@ -116,22 +119,24 @@ pub(crate) enum ShardData {
 }
 
 impl ShardData {
-    /// Opens `path`: maps a local file, or opens the remote object: without a request when its
-    /// index gives its `size` (its reads check it), else with one HEAD request.
-    pub(crate) fn open(path: &Path, size: Option<u64>) -> io::Result<Self> {
+    /// Opens `path`: maps a local file, or opens the remote object, held to the version `pin`
+    /// gives: without a request when its index gives its `size` (its reads check it), else with
+    /// one HEAD request.
+    pub(crate) fn open(path: &Path, size: Option<u64>, pin: &Arc<VersionPin>) -> io::Result<Self> {
         if !storage::is_remote(path) {
             return map_guarded(path).map(|(bytes, region)| ShardData::Mapped(bytes, region));
         }
-        Ok(ShardData::Remote(match size {
-            Some(size) => RemoteObject::open_sized(path, size)?,
-            None => RemoteObject::open(path)?,
-        }))
+        RemoteObject::open_pinned(path, size, pin.clone()).map(ShardData::Remote)
     }
 
     /// Whether the local file was truncated or rewritten while it was mapped (some of its bytes
-    /// then read as zeros: see the `guard` module).
+    /// then read as zeros: see the `guard` module), or a read of the remote object saw another
+    /// version of it.
     pub(crate) fn changed(&self) -> bool {
-        matches!(self, ShardData::Mapped(_, region) if region.changed())
+        match self {
+            ShardData::Mapped(_, region) => region.changed(),
+            ShardData::Remote(object) => object.changed(),
+        }
     }
 
     /// Whether the data is an object in an object store.
@@ -269,6 +274,9 @@ const REMOTE_MIN_OPEN: usize = 1024;
 pub(crate) struct MapCache {
     max_open: usize,
     inner: Mutex<CacheInner>,
+    /// The version each remote shard is held to, kept when its map is let go (see
+    /// [`VersionPin`]).
+    pins: Mutex<FxHashMap<usize, Arc<VersionPin>>>,
 }
 
 #[derive(Debug, Default)]
@@ -280,7 +288,38 @@ struct CacheInner {
 impl MapCache {
     /// A cache keeping at most `max_open` maps (at least one).
     pub(crate) fn new(max_open: usize) -> Self {
-        MapCache { max_open: max_open.max(1), inner: Mutex::new(CacheInner::default()) }
+        MapCache {
+            max_open: max_open.max(1),
+            inner: Mutex::new(CacheInner::default()),
+            pins: Mutex::default(),
+        }
+    }
+
+    /// Holds the shards of the dataset at `root` (shard `id` is the `id`-th of `names`) to the
+    /// versions its prepare recorded, when `root` is remote and has a current record (else each
+    /// is held to the first version read).
+    pub(crate) fn with_recorded_versions<'a>(
+        self,
+        root: &Path,
+        names: impl Iterator<Item = &'a str>,
+    ) -> Self {
+        if !storage::is_remote(root) {
+            return self;
+        }
+        if let Some(mut record) = ObjectVersions::read(root) {
+            let mut pins = self.pins.lock().unwrap_or_else(PoisonError::into_inner);
+            for (id, name) in names.enumerate() {
+                if let Some(version) = record.shards.remove(name) {
+                    pins.insert(id, Arc::new(VersionPin::recorded(version)));
+                }
+            }
+        }
+        self
+    }
+
+    fn pin(&self, id: usize) -> Arc<VersionPin> {
+        let mut pins = self.pins.lock().unwrap_or_else(PoisonError::into_inner);
+        pins.entry(id).or_default().clone()
     }
 
     /// The map of shard `id`, opening `path` (of `size` bytes, when known) if it is not cached.
@@ -294,7 +333,7 @@ impl MapCache {
                 return Ok(bytes.clone());
             }
         }
-        let bytes = ShardData::open(path, size)?;
+        let bytes = ShardData::open(path, size, &self.pin(id))?;
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         inner.tick += 1;
         let tick = inner.tick;
@@ -327,6 +366,13 @@ impl MapCache {
     pub(crate) fn n_open(&self) -> usize {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner).maps.len()
     }
+}
+
+/// The store's own words in a failed remote read (without the URL and range, which the
+/// caller's error names itself).
+pub(crate) fn remote_message(err: &io::Error) -> Option<String> {
+    let remote = err.get_ref()?.downcast_ref::<storage::RemoteError>()?;
+    Some(remote.message.clone())
 }
 
 /// `root` joined with a `/`-separated relative name.

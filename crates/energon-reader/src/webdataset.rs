@@ -121,6 +121,9 @@ impl WebDataset {
             total += shard.count;
             starts.push(total);
         }
+        // Shard `id` of the cache is the `id`-th shard of the split part.
+        let maps = MapCache::new(options.max_open_shards)
+            .with_recorded_versions(root, shards.iter().map(|s| &*s.name));
         Ok(WebDataset {
             root: Arc::from(root),
             split_part: options.split_part.clone(),
@@ -128,7 +131,7 @@ impl WebDataset {
             shards,
             starts,
             part_filter: options.part_filter.clone(),
-            maps: MapCache::new(options.max_open_shards),
+            maps,
             sqlite: OnceLock::new(),
         })
     }
@@ -222,15 +225,22 @@ impl WebDataset {
         }
         let range = data.sample(idx, shard.count, local).map_err(|source| {
             if data.changed() {
-                // Mapped again at the next use: the file may be whole again by then.
-                self.maps.forget(shard_id);
+                let reason = match crate::mapped::remote_message(&source) {
+                    // A remote shard stays held to its version: every read of it fails alike.
+                    Some(message) => message,
+                    None => {
+                        // Mapped again at the next use: the file may be whole again by then.
+                        self.maps.forget(shard_id);
+                        "the shard was truncated or rewritten while it was read".to_owned()
+                    }
+                };
                 let idx_path = tar_idx_path(&shard.path);
                 return self.shard_ref(shard, &idx_path).changed(
                     &shard.path,
                     None,
                     Some(index),
                     start,
-                    "the shard was truncated or rewritten while it was read".to_owned(),
+                    reason,
                 );
             }
             Error::io("cannot read", &shard.path, source)

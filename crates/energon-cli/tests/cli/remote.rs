@@ -12,7 +12,7 @@ use std::{
 
 use energon_tests::s3::{Proxy, S3Server};
 
-use crate::util::{Dir, energon, run, run_err, run_ok, snapshot};
+use crate::util::{Dir, energon, run, run_err, run_ok, snapshot, write_tar};
 
 /// `energon` with the client environment of `endpoint` and a private cache folder.
 fn remote(endpoint: &str, cache: &Path) -> Command {
@@ -157,13 +157,23 @@ fn remote_prepare_writes_what_a_local_prepare_writes() {
             .into_iter()
             .filter(|(name, _)| {
                 // The UUID is random; the lock file exists only on disk; SQLite's pages depend on
-                // insertion order (compared row by row below).
+                // insertion order (compared row by row below); only objects have versions.
                 !name.ends_with("index.uuid")
                     && !name.ends_with(".prepare.lock")
                     && !name.ends_with("index.sqlite")
+                    && !name.ends_with("object-versions.json")
             })
             .collect()
     };
+    // The shards' versions, under this prepare's UUID.
+    let record: serde_json::Value =
+        serde_json::from_slice(&got.read(".nv-meta/object-versions.json")).unwrap();
+    assert_eq!(
+        record["index_uuid"].as_str().unwrap().as_bytes(),
+        got.read(".nv-meta/index.uuid").as_slice()
+    );
+    assert_eq!(record["shards"].as_object().unwrap().len(), 4, "{record}");
+    assert!(record["shards"]["shards/data-000000.tar"]["e_tag"].is_string(), "{record}");
     let (remote_files, local_files) = (files(got.path()), files(shards.path()));
     assert_eq!(
         remote_files.iter().map(|f| &f.0).collect::<Vec<_>>(),
@@ -274,6 +284,66 @@ fn truncated_object_is_an_error_naming_shard_and_offset() {
     let err = run_err(remote(&server.endpoint(), cache.path()).args(["trace", "s3://data/ref"]));
     assert!(err.contains("data-000001.tar"), "{err}");
     assert!(err.contains("truncated"), "{err}");
+}
+
+/// A shard prepared in the bucket and then replaced by one of the same size and layout with other
+/// keys is an error naming the shard, in the loader and in `lint`, until it is prepared again; a
+/// record left by an earlier prepare (another `index.uuid`) is ignored.
+#[test]
+fn a_shard_object_changed_after_prepare_is_an_error() {
+    let server = S3Server::start();
+    server.create_bucket("data");
+    let dir = Dir::new();
+    let shard = |prefix: &str, content: &[u8]| {
+        let names: Vec<String> = (0..10).map(|k| format!("{prefix}{k:04}.txt")).collect();
+        let members: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), content)).collect();
+        let path = dir.join(&format!("{prefix}.tar"));
+        write_tar(&path, &members);
+        path
+    };
+    server.put_file(&shard("a", b"0123456789"), "data", "ds/s-0.tar");
+    server.put_file(&shard("b", b"0123456789"), "data", "ds/s-1.tar");
+    let cache = Dir::new();
+    let ep = server.endpoint();
+    let prepare = || {
+        run_ok(remote(&ep, cache.path()).args([
+            "prepare",
+            "s3://data/ds",
+            "--no-progress",
+            "--non-interactive",
+            "--force-overwrite",
+            "--split-ratio",
+            "1,0,0",
+            "--sample-type",
+            "CrudeWebdataset",
+        ]))
+    };
+    prepare();
+    let trace = ["trace", "s3://data/ds", "--num-workers", "1"];
+    let want = run_ok(remote(&ep, cache.path()).args(trace));
+    assert!(want.contains("b0009"), "{want}");
+
+    // The same layout, other keys: the bytes of the old index point at valid members.
+    server.put_file(&shard("c", b"9876543210"), "data", "ds/s-1.tar");
+    let err = run_err(remote(&ep, cache.path()).args(trace));
+    assert!(err.contains("s-1.tar"), "{err}");
+    assert!(err.contains("changed since the dataset was prepared"), "{err}");
+    assert!(err.contains("run `energon prepare` again"), "{err}");
+    assert!(!err.contains("c0000"), "no sample of the new object is handed out: {err}");
+    let (out, stdout, stderr) = run(remote(&ep, cache.path()).args(["lint", "s3://data/ds"]));
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("Error in shard s-1.tar"), "{stderr}");
+    assert!(stderr.contains("changed since the dataset was prepared"), "{stderr}");
+
+    // A record of an earlier prepare is ignored: the reader holds each shard to the first
+    // version it reads.
+    std::fs::write(dir.join("uuid"), "00000000-0000-0000-0000-000000000000").unwrap();
+    server.put_file(&dir.join("uuid"), "data", "ds/.nv-meta/index.uuid");
+    let got = run_ok(remote(&ep, cache.path()).args(trace));
+    assert!(got.contains("c0009"), "{got}");
+
+    prepare();
+    assert_eq!(run_ok(remote(&ep, cache.path()).args(trace)), got);
 }
 
 /// `stdout` with every mention of the local `path` written as `url`, and the dataset's name

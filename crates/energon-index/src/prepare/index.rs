@@ -22,6 +22,8 @@ pub(super) struct Scanned {
     pub(super) first_keys: Vec<String>,
     /// The shards whose tar trailer loses samples (see [`crate::Trailer`]), in order.
     pub(super) trailers: Vec<(String, crate::Trailer)>,
+    /// The versions of the shards read from an object store, by name.
+    pub(super) versions: BTreeMap<String, storage::ObjectVersion>,
 }
 
 /// The `.tar.idx` files of an indexing pass: written (their temporary names), or only checked.
@@ -208,6 +210,9 @@ fn record_shard(
     scanned.shard_counts[i] = shard.n_samples;
     if shard.scan.trailer != crate::Trailer::Complete {
         scanned.trailers.push((shards[i].clone(), shard.scan.trailer));
+    }
+    if let Some(version) = &shard.scan.version {
+        scanned.versions.insert(shards[i].clone(), version.clone());
     }
     if i == 0 {
         scanned.first_keys = shard.scan.samples.iter().take(2).map(|s| s.key.clone()).collect();

@@ -7,7 +7,9 @@
 //!
 //! An object opened with the size its index gives ([`RemoteObject::open_sized`]) costs no request
 //! to open; every ranged answer carries the object's size, which must be at least that, so a
-//! truncated object is still an error, on its first read.
+//! truncated object is still an error, on its first read. Every answer's version (size and
+//! entity tag) is checked against the object's [`VersionPin`]: an object replaced while it is
+//! read, or since the version its reader was given, is an error, never a mix of two objects.
 
 use std::{
     collections::BTreeMap,
@@ -22,8 +24,8 @@ use object_store::{GetOptions, ObjectStore, path::Path as ObjectPath};
 use tokio::sync::{Notify, watch};
 
 use super::{
-    Location, RemoteError, RemoteTarget,
-    remote::{self, client, finish},
+    Location, ObjectVersion, RemoteError, RemoteTarget, VersionPin,
+    remote::{self, client, finish, version_of},
 };
 
 type Fetched = Option<Result<Bytes, RemoteError>>;
@@ -34,6 +36,8 @@ pub struct RemoteObject {
     store: Arc<dyn ObjectStore>,
     path: ObjectPath,
     size: u64,
+    /// The version every answer must come from.
+    pin: Arc<VersionPin>,
     /// Requests a thread may have in flight.
     in_flight: usize,
     max_windows: usize,
@@ -73,16 +77,30 @@ struct Slot {
 impl RemoteObject {
     /// Opens the object at the remote path `path` (one HEAD request for its size).
     pub fn open(path: &Path) -> io::Result<Arc<RemoteObject>> {
-        Self::open_inner(path, None)
+        Self::open_inner(path, None, Arc::default())
     }
 
     /// Opens the object at the remote path `path` whose index says it holds at least `size`
     /// bytes, without a request; each read checks that the size the store reports is not less.
     pub fn open_sized(path: &Path, size: u64) -> io::Result<Arc<RemoteObject>> {
-        Self::open_inner(path, Some(size))
+        Self::open_inner(path, Some(size), Arc::default())
     }
 
-    fn open_inner(path: &Path, size: Option<u64>) -> io::Result<Arc<RemoteObject>> {
+    /// [`RemoteObject::open_sized`] (or [`RemoteObject::open`] without a `size`), with the
+    /// version its reads must see (shared with other opens of the object: see [`VersionPin`]).
+    pub fn open_pinned(
+        path: &Path,
+        size: Option<u64>,
+        pin: Arc<VersionPin>,
+    ) -> io::Result<Arc<RemoteObject>> {
+        Self::open_inner(path, size, pin)
+    }
+
+    fn open_inner(
+        path: &Path,
+        size: Option<u64>,
+        pin: Arc<VersionPin>,
+    ) -> io::Result<Arc<RemoteObject>> {
         let target = match Location::of(path)? {
             Location::Remote(t) => t,
             Location::Local(p) => {
@@ -95,13 +113,26 @@ impl RemoteObject {
         let client = client()?;
         let size = match size {
             Some(size) => size,
-            None => remote::head(&target)?,
+            None => {
+                let version = version_of(&remote::meta(&target)?);
+                pin.check(&version).map_err(|message| {
+                    io::Error::from(RemoteError {
+                        url: target.url.clone(),
+                        range: None,
+                        message,
+                        not_found: false,
+                        timed_out: false,
+                    })
+                })?;
+                version.size
+            }
         };
         Ok(Arc::new(RemoteObject {
             store: client.store(&target)?,
             path: ObjectPath::from(target.key.as_str()),
             target,
             size,
+            pin,
             in_flight: client.options.in_flight,
             max_windows: client.options.in_flight + 4,
             windows: Mutex::new(Windows::default()),
@@ -125,15 +156,24 @@ impl RemoteObject {
         self.size == 0
     }
 
+    /// Whether a read saw another version of the object than the pinned one.
+    pub fn changed(&self) -> bool {
+        self.pin.changed()
+    }
+
     /// Reads `range` with one request, bypassing the window cache.
     pub fn read(&self, range: Range<u64>) -> io::Result<Bytes> {
         let client = client()?;
         let (store, path, r) = (self.store()?, self.path.clone(), range.clone());
-        let (size, bytes) = client.run(&self.target, "GET", Some(range.clone()), async move {
-            get_range(&*store, &path, r).await
-        })?;
-        let check = RangeCheck { url: self.target.url.clone(), window: range, size: self.size };
-        check.check(size, bytes).map_err(io::Error::from)
+        let (version, bytes) =
+            client.run(&self.target, "GET", Some(range.clone()), async move {
+                get_range(&*store, &path, r).await
+            })?;
+        self.range_check(range).check(&version, bytes).map_err(io::Error::from)
+    }
+
+    fn range_check(&self, window: Range<u64>) -> RangeCheck {
+        RangeCheck { url: self.target.url.clone(), window, size: self.size, pin: self.pin.clone() }
     }
 
     /// The client of the object's store in this process (a forked process has its own).
@@ -253,7 +293,7 @@ impl RemoteObject {
         started.fetch_add(1, Ordering::Relaxed);
         let (store, path, url) = (self.store()?, self.path.clone(), self.target.url.clone());
         let deadline = client.options.deadline;
-        let this = RangeCheck { url: url.clone(), window: window.clone(), size: self.size };
+        let this = self.range_check(window.clone());
         let signal = urgent.clone();
         client.runtime.spawn(async move {
             // A permit, or none once a reader waits for this window.
@@ -266,7 +306,7 @@ impl RemoteObject {
                 tokio::time::timeout(deadline, get_range(&*store, &path, window.clone())).await;
             let fetched = finish(&url, "GET", Some(window), deadline, res)
                 .map_err(|e| this.explain(e))
-                .and_then(|(size, bytes)| this.check(size, bytes));
+                .and_then(|(version, bytes)| this.check(&version, bytes));
             started.fetch_sub(1, Ordering::Relaxed);
             let _ = tx.send(Some(fetched));
         });
@@ -284,29 +324,34 @@ impl RemoteObject {
     }
 }
 
-/// One ranged GET: the object's size (from the answer's `Content-Range`) and the bytes.
+/// One ranged GET: the object's version (its size from the answer's `Content-Range`) and the
+/// bytes.
 async fn get_range(
     store: &dyn ObjectStore,
     path: &ObjectPath,
     range: Range<u64>,
-) -> object_store::Result<(u64, Bytes)> {
+) -> object_store::Result<(ObjectVersion, Bytes)> {
     let got = store.get_opts(path, GetOptions::new().with_range(Some(range))).await?;
-    let size = got.meta.size;
-    Ok((size, got.bytes().await?))
+    let version = version_of(&got.meta);
+    Ok((version, got.bytes().await?))
 }
 
-/// Checks that a ranged read returned the whole range of an object at least as large as when it
-/// was opened (an object cut short reports a smaller size, and returns less).
+/// Checks that a ranged read returned the whole range of the pinned version of an object at least
+/// as large as when it was opened (an object cut short reports a smaller size, and returns less).
 struct RangeCheck {
     url: String,
     window: Range<u64>,
     size: u64,
+    pin: Arc<VersionPin>,
 }
 
 impl RangeCheck {
-    fn check(&self, size: u64, bytes: Bytes) -> Result<Bytes, RemoteError> {
+    fn check(&self, version: &ObjectVersion, bytes: Bytes) -> Result<Bytes, RemoteError> {
         let want = self.window.end - self.window.start;
-        let message = if size < self.size {
+        let size = version.size;
+        let message = if let Err(changed) = self.pin.check(version) {
+            changed
+        } else if size < self.size {
             format!(
                 "the object is {size} bytes, shorter than the {} bytes it was opened with \
                  (truncated or replaced?)",

@@ -25,7 +25,7 @@ use object_store::{
 };
 use tokio::sync::Semaphore;
 
-use super::{Listed, RemoteError, RemoteTarget, Scheme, StorageOptions};
+use super::{Listed, ObjectVersion, RemoteError, RemoteTarget, Scheme, StorageOptions};
 
 /// The runtime, the clients (one per bucket or MSC profile) and the options.
 pub(super) struct Client {
@@ -329,10 +329,28 @@ fn object_path(target: &RemoteTarget) -> ObjectPath {
 }
 
 pub(super) fn read(target: &RemoteTarget) -> io::Result<Bytes> {
+    read_versioned(target).map(|(bytes, _)| bytes)
+}
+
+/// The whole object, and the version the answer came from.
+pub(super) fn read_versioned(target: &RemoteTarget) -> io::Result<(Bytes, ObjectVersion)> {
     let client = client()?;
     let store = client.store(target)?;
     let path = object_path(target);
-    client.run(target, "GET", None, async move { store.get(&path).await?.bytes().await })
+    client.run(target, "GET", None, async move {
+        let got = store.get(&path).await?;
+        let version = version_of(&got.meta);
+        Ok((got.bytes().await?, version))
+    })
+}
+
+/// The version an answer's metadata describes.
+pub(super) fn version_of(meta: &object_store::ObjectMeta) -> ObjectVersion {
+    ObjectVersion {
+        size: meta.size,
+        e_tag: meta.e_tag.clone(),
+        last_modified: Some(meta.last_modified.to_rfc3339()),
+    }
 }
 
 pub(super) fn read_range(target: &RemoteTarget, range: Range<u64>) -> io::Result<Bytes> {

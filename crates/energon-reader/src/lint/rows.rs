@@ -2,15 +2,16 @@
 //! its `.tar.idx` end offset, and every `index.sqlite` row (key, offset, size) against the
 //! `.tar.idx` and the tar header at that offset.
 
-use std::path::Path;
+use std::{path::Path, sync::Arc};
 
 use energon_index::{
-    INDEX_SQLITE, NV_META, info::read_dataset_info, sqlite::SqliteIndex, tar_idx::tar_idx_path,
+    INDEX_SQLITE, NV_META, info::read_dataset_info, object_versions::ObjectVersions,
+    sqlite::SqliteIndex, storage::VersionPin, tar_idx::tar_idx_path,
 };
 
 use crate::{
     Error, Result,
-    mapped::{OffsetIndex, ShardData, join_rel},
+    mapped::{OffsetIndex, ShardData, join_rel, remote_message},
     webdataset::verify::{ShardRef, check_row, check_size},
 };
 
@@ -37,16 +38,28 @@ pub fn check_shard_rows(root: &Path) -> Result<Vec<ShardProblem>> {
     };
     // Prepared with `--no-sample-tables`: no rows to check.
     let db = db.filter(|db| db.schema_version().is_some());
+    // A remote dataset's shards are held to the versions its prepare recorded.
+    let mut record =
+        energon_index::storage::is_remote(root).then(|| ObjectVersions::read(root)).flatten();
     let mut res = Vec::new();
     for (tar_file_id, (name, _)) in info.shard_counts.iter().enumerate() {
         let path = join_rel(root, name);
         let idx_path = tar_idx_path(&path);
-        let (Ok(idx), Ok(data)) = (OffsetIndex::open(&idx_path), ShardData::open(&path, None))
-        else {
-            continue;
-        };
         let shard =
             ShardRef { dataset: root, name, idx_path: &idx_path, tar_file_id: tar_file_id as u64 };
+        let version = record.as_mut().and_then(|r| r.shards.remove(name));
+        let pin = Arc::new(version.map_or_else(VersionPin::new, VersionPin::recorded));
+        let data = match ShardData::open(&path, None, &pin) {
+            Ok(data) => data,
+            Err(err) => {
+                if let Some(reason) = remote_message(&err).filter(|_| pin.changed()) {
+                    let error = shard.changed(&path, None, None, 0, reason);
+                    res.push(ShardProblem { shard: name.clone(), error });
+                }
+                continue;
+            }
+        };
+        let Ok(idx) = OffsetIndex::open(&idx_path) else { continue };
         let checked = check_size(&shard, &idx, data.len())
             .and_then(|()| check_trailer(&path, &idx, &data))
             .and_then(|()| db.as_ref().map_or(Ok(()), |db| check_rows(&shard, &idx, &data, db)));
