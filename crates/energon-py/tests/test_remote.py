@@ -7,6 +7,7 @@ tests fail saying how to install it."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 import socket
@@ -273,3 +274,38 @@ def test_torch_dataloader_workers_over_the_bucket(s3):
             break
     del loader
     assert got == local
+
+
+def test_a_shard_replaced_after_a_prepare_in_the_bucket_stops_the_loader(s3):
+    """A dataset prepared in the bucket records each shard's version; a shard replaced since by
+    one of the same size (another shard's bytes: valid samples, other keys) stops the loader
+    with an error naming the shard, rather than handing out samples of another object."""
+    shards = sorted((REF_SMALL / "shards").glob("*.tar"))
+    for path in shards:
+        s3.upload_file(str(path), "data", f"prep/{path.name}")
+    subprocess.run(
+        [sys.executable, "-m", "energon_rs", "prepare", "s3://data/prep", "--no-progress",
+         "--non-interactive", "--split-ratio", "1,0,0", "--sample-type", "CaptioningSample",
+         "--field-map", '{"image": "jpg", "caption": "txt"}'],
+        check=True,
+        capture_output=True,
+    )
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=1)
+
+    def keys():
+        ds = energon_rs.get_train_dataset(
+            "s3://data/prep", worker_config=wc, batch_size=4, shuffle_buffer_size=None,
+            max_samples_per_sequence=None,
+        )
+        loader = energon_rs.get_savable_loader(ds)
+        return [k for batch in itertools.islice(loader, 12) for k in keys_of(batch)]
+
+    before = keys()
+    assert len(before) == 48
+    assert os.path.getsize(shards[0]) == os.path.getsize(shards[1])
+    s3.upload_file(str(shards[1]), "data", f"prep/{shards[0].name}")
+    with pytest.raises(energon_rs.EnergonError) as err:
+        keys()
+    text = str(err.value)
+    assert shards[0].name in text, text
+    assert "changed since the dataset was prepared" in text, text
