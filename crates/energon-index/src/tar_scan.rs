@@ -21,7 +21,7 @@ mod tests;
 
 use std::{fs::File, path::Path};
 
-pub use header::{MemberKind, Members, TarError, TarMember, members};
+pub use header::{MemberKind, Members, PaxGlobals, TarError, TarMember, members};
 pub use names::{is_skipped, split_key_part};
 
 use crate::{

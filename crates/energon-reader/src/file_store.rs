@@ -22,7 +22,7 @@ use energon_index::{
     INDEX_SQLITE, NV_META,
     info::read_dataset_info,
     sqlite::{MediaMetadata, SqliteIndex},
-    tar_scan::split_key_part,
+    tar_scan::{PaxGlobals, split_key_part},
 };
 
 use crate::{
@@ -31,7 +31,7 @@ use crate::{
     error::SampleAt,
     mapped::{MapCache, ShardData, join_rel, read_or_map},
     raw::{PartFilter, SourceIndex, SourceInfo},
-    webdataset::parse_sample,
+    webdataset::{parse_sample, verify::leading_globals},
 };
 
 /// Files looked up by name (the reference's `FileStore`).
@@ -54,6 +54,8 @@ pub struct WebdatasetFileStore {
     index: SqliteIndex,
     /// Shard names and paths by `tar_file_id`.
     shards: Vec<(Arc<str>, PathBuf)>,
+    /// The PAX global values before each shard's first sample, read at its first use.
+    globals: Vec<OnceLock<PaxGlobals>>,
     maps: MapCache,
 }
 
@@ -64,10 +66,11 @@ impl WebdatasetFileStore {
         let index = SqliteIndex::open(&root.join(NV_META).join(INDEX_SQLITE))?;
         // Fails at once, saying how to add them, for a dataset prepared without sample tables.
         index.require_samples()?;
-        let shards =
+        let shards: Vec<_> =
             info.shard_names().map(|name| (Arc::from(name), join_rel(root, name))).collect();
+        let globals = shards.iter().map(|_| OnceLock::new()).collect();
         let maps = MapCache::new(16).with_recorded_versions(root, info.shard_names());
-        Ok(WebdatasetFileStore { root: Arc::from(root), index, shards, maps })
+        Ok(WebdatasetFileStore { root: Arc::from(root), index, shards, globals, maps })
     }
 
     /// The parts of the sample with key `key`, in tar order, as (part name, content).
@@ -75,12 +78,13 @@ impl WebdatasetFileStore {
         let Some(loc) = self.index.sample_by_key(key)? else {
             return Err(self.not_found(key));
         };
-        let (shard, data) = self.shard(loc.tar_file_id, key)?;
+        let (shard, data, globals) = self.shard(loc.tar_file_id, key)?;
         let (start, end) = (loc.byte_offset, loc.byte_offset.saturating_add(loc.byte_size));
         let range = self.range(&data, start, end, shard, key)?;
         let parsed = parse_sample(
             &range,
             start,
+            globals,
             &PartFilter::All,
             |_| false,
             |o, k, r| self.corrupt(shard, k.or(Some(key)), o, r),
@@ -103,7 +107,13 @@ impl WebdatasetFileStore {
         Ok((parts.into_iter().map(|p| (p.name, p.data)).collect(), source))
     }
 
-    fn shard(&self, tar_file_id: u64, name: &str) -> Result<(&(Arc<str>, PathBuf), ShardData)> {
+    /// The shard `tar_file_id` (where entry `name` is), its data and the PAX global values its
+    /// members are read with (see [`leading_globals`]).
+    fn shard(
+        &self,
+        tar_file_id: u64,
+        name: &str,
+    ) -> Result<(&(Arc<str>, PathBuf), ShardData, &PaxGlobals)> {
         let id = usize::try_from(tar_file_id).unwrap_or(usize::MAX);
         let shard = self.shards.get(id).ok_or_else(|| Error::IndexMismatch {
             dataset: self.root.to_path_buf(),
@@ -117,7 +127,16 @@ impl WebdatasetFileStore {
             path: shard.1.clone(),
             source,
         })?;
-        Ok((shard, data))
+        let globals = match self.globals[id].get() {
+            Some(globals) => globals,
+            None => {
+                let first = self.index.sample_at(tar_file_id, 0)?.map_or(0, |row| row.byte_offset);
+                let globals = leading_globals(&data, first)
+                    .map_err(|e| Error::io("cannot read", &shard.1, e))?;
+                self.globals[id].get_or_init(|| globals)
+            }
+        };
+        Ok((shard, data, globals))
     }
 
     fn range(
@@ -152,6 +171,7 @@ impl WebdatasetFileStore {
         (start, end): (u64, u64),
         (key, name): (&str, &str),
         shard: &(Arc<str>, PathBuf),
+        globals: &PaxGlobals,
     ) -> Result<Bytes> {
         const BLOCK: u64 = 512;
         let size = end.saturating_sub(start);
@@ -165,7 +185,8 @@ impl WebdatasetFileStore {
         let padded_end =
             start.saturating_add(size.div_ceil(BLOCK) * BLOCK).min(data.len()).max(end);
         let window = self.range(data, start - BLOCK, padded_end, shard, key)?;
-        match energon_index::tar_scan::members(&window, start - BLOCK).next() {
+        match energon_index::tar_scan::members(&window, start - BLOCK).with_globals(globals).next()
+        {
             Some(Ok(member))
                 if member.offset_data == start
                     && member.size == size
@@ -233,11 +254,23 @@ impl FileStore for WebdatasetFileStore {
         let Some(loc) = self.index.part_by_entry_name(name)? else {
             return Err(self.not_found(name));
         };
-        let (shard, data) = self.shard(loc.tar_file_id, name)?;
+        let (shard, data, globals) = self.shard(loc.tar_file_id, name)?;
         let start = loc.content_byte_offset;
         let end = start.saturating_add(loc.content_byte_size);
+        if let Some(second) = loc.second_copy {
+            // As the loader refuses the sample: serving either copy would hide the other.
+            return Err(self.corrupt(
+                shard,
+                Some(key),
+                second,
+                format!(
+                    "member {name:?} appears twice in the sample: part {part:?} has data at \
+                     byte offsets {start} and {second}"
+                ),
+            ));
+        }
         // Checked against its own header first (read together: one request for a remote shard).
-        let bytes = self.checked_member(&data, (start, end), (key, name), shard)?;
+        let bytes = self.checked_member(&data, (start, end), (key, name), shard, globals)?;
         Ok((bytes, source(&shard.0)))
     }
 

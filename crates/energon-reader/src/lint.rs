@@ -183,6 +183,23 @@ mod tests {
     }
 
     #[test]
+    fn a_part_row_moved_to_other_bytes_is_reported() {
+        let dir = fixture_copy();
+        let db = dir.path().join(".nv-meta/index.sqlite");
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        // Only the part's offset: its sample row still matches the shard.
+        let edited = "UPDATE sample_parts SET content_byte_offset = content_byte_offset + 512 \
+                      WHERE tar_file_id = 3 AND sample_index = 4 AND part_name = 'txt'";
+        assert_eq!(conn.execute(edited, []).unwrap(), 1);
+        drop(conn);
+        let problems = check_shard_rows(dir.path()).unwrap();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].shard, "shards/data-000003.tar");
+        let msg = problems[0].error.to_string();
+        assert!(msg.contains("index.sqlite gives sample 4") && msg.contains("txt at"), "{msg}");
+    }
+
+    #[test]
     fn index_problems_name_the_shard_and_both_counts() {
         let dir = fixture_copy();
         let idx = dir.path().join("shards/data-000001.tar.idx");

@@ -18,7 +18,7 @@ use energon_index::{
     split::read_dataset_split,
     sqlite::SqliteIndex,
     tar_idx::tar_idx_path,
-    tar_scan::{is_skipped, members, split_key_part},
+    tar_scan::{PaxGlobals, is_skipped, members, split_key_part},
 };
 use rustc_hash::FxHashSet;
 
@@ -80,8 +80,9 @@ struct Shard {
     /// Position in `.info.json` (`tar_file_id` in `index.sqlite`).
     tar_file_id: u64,
     idx: OnceLock<OffsetIndex>,
-    /// Set once the shard passed [`verify::check_shard`].
-    verified: OnceLock<()>,
+    /// Set once the shard passed [`verify::check_shard`]: the PAX global values before its
+    /// first sample, which every sample read applies (see [`verify::leading_globals`]).
+    verified: OnceLock<PaxGlobals>,
     /// Keys excluded by `<shard>/<key>` entries of the split file's `exclude` list.
     excluded_keys: FxHashSet<String>,
 }
@@ -211,7 +212,7 @@ impl WebDataset {
                     Error::io("cannot open", &shard.path, source)
                 }
             })?;
-        self.verify(shard, idx, &data)?;
+        let globals = self.verify(shard, idx, &data)?;
         if end > data.len() {
             return Err(corrupt(
                 start,
@@ -235,7 +236,7 @@ impl WebDataset {
                     }
                 };
                 let idx_path = tar_idx_path(&shard.path);
-                return self.shard_ref(shard, &idx_path).changed(
+                return self.shard_ref(shard, &idx_path, globals).changed(
                     &shard.path,
                     None,
                     Some(index),
@@ -248,8 +249,13 @@ impl WebDataset {
         let idx_path = tar_idx_path(&shard.path);
         let excluded =
             |key: &str| !shard.excluded_keys.is_empty() && shard.excluded_keys.contains(key);
-        let parsed =
-            parse_sample(&range, start, &self.part_filter, excluded, |offset, key, reason| {
+        let parsed = parse_sample(
+            &range,
+            start,
+            globals,
+            &self.part_filter,
+            excluded,
+            |offset, key, reason| {
                 // A remote shard is not checked for gzip before its first read (one request
                 // less per shard): a parse failure anywhere asks.
                 if (offset == 0 || data.is_remote()) && data.is_gzip().unwrap_or(false) {
@@ -259,7 +265,7 @@ impl WebDataset {
                 }
                 if offset == start && key.is_none() {
                     // The offset the index gives holds no header of a sample member.
-                    return self.shard_ref(shard, &idx_path).changed(
+                    return self.shard_ref(shard, &idx_path, globals).changed(
                         &idx_path,
                         None,
                         Some(index),
@@ -268,7 +274,8 @@ impl WebDataset {
                     );
                 }
                 corrupt(offset, key, reason)
-            })?;
+            },
+        )?;
         Ok(parsed.map(|(key, parts)| RawSample {
             key,
             dataset: self.root.clone(),
@@ -390,20 +397,32 @@ impl WebDataset {
         Ok(shard.idx.get_or_init(|| idx))
     }
 
-    fn shard_ref<'a>(&'a self, shard: &'a Shard, idx_path: &'a Path) -> verify::ShardRef<'a> {
+    fn shard_ref<'a>(
+        &'a self,
+        shard: &'a Shard,
+        idx_path: &'a Path,
+        globals: &'a PaxGlobals,
+    ) -> verify::ShardRef<'a> {
         verify::ShardRef {
             dataset: &self.root,
             name: &shard.name,
             idx_path,
             tar_file_id: shard.tar_file_id,
+            globals,
         }
     }
 
-    /// The first-use check of a shard (see [`verify::check_shard`]); a shard that fails it is
-    /// checked again on the next read, so every read of it fails the same way.
-    fn verify(&self, shard: &Shard, idx: &OffsetIndex, data: &ShardData) -> Result<()> {
-        if shard.verified.get().is_some() {
-            return Ok(());
+    /// The first-use check of a shard (see [`verify::check_shard`]), giving the PAX global
+    /// values its samples are read with; a shard that fails it is checked again on the next
+    /// read, so every read of it fails the same way.
+    fn verify<'a>(
+        &self,
+        shard: &'a Shard,
+        idx: &OffsetIndex,
+        data: &ShardData,
+    ) -> Result<&'a PaxGlobals> {
+        if let Some(globals) = shard.verified.get() {
+            return Ok(globals);
         }
         if !data.is_remote()
             && data.is_gzip().map_err(|e| Error::io("cannot read", &shard.path, e))?
@@ -413,9 +432,10 @@ impl WebDataset {
             }));
         }
         let idx_path = tar_idx_path(&shard.path);
-        verify::check_shard(&self.shard_ref(shard, &idx_path), idx, data, self.sqlite())?;
-        let _ = shard.verified.set(());
-        Ok(())
+        let globals = verify::leading_globals(data, idx.get(0).unwrap_or(0))
+            .map_err(|e| Error::io("cannot read", &shard.path, e))?;
+        verify::check_shard(&self.shard_ref(shard, &idx_path, &globals), idx, data, self.sqlite())?;
+        Ok(shard.verified.get_or_init(|| globals))
     }
 
     fn sqlite(&self) -> Option<&SqliteIndex> {
@@ -467,9 +487,10 @@ fn excluded_keys(sample_excludes: &BTreeSet<String>, shard: &str) -> FxHashSet<S
         .collect()
 }
 
-/// Parses the tar members in `range` (the bytes `[start, ..)` of a shard) into a key and the
-/// parts that pass `filter` (zero-copy slices of `range`). Every matching member must share the key of the first, and no part
-/// may appear twice (whether or not `filter` reads it).
+/// Parses the tar members in `range` (the bytes `[start, ..)` of a shard, read with the PAX
+/// `globals` in effect there) into a key and the parts that pass `filter` (zero-copy slices of
+/// `range`). Every matching member must share the key of the first, and no part may appear twice
+/// (whether or not `filter` reads it).
 ///
 /// `Ok(None)` when `excluded(key)` holds for the key of the first member: as in the reference,
 /// the rest of an excluded sample is not parsed, so excluding a damaged sample skips it.
@@ -477,6 +498,7 @@ fn excluded_keys(sample_excludes: &BTreeSet<String>, shard: &str) -> FxHashSet<S
 pub(crate) fn parse_sample(
     range: &Bytes,
     start: u64,
+    globals: &PaxGlobals,
     filter: &PartFilter,
     excluded: impl Fn(&str) -> bool,
     corrupt: impl Fn(u64, Option<&str>, String) -> Error,
@@ -485,7 +507,7 @@ pub(crate) fn parse_sample(
     let mut parts: Vec<Part> = Vec::new();
     // Parts the filter leaves out, with their data offsets, to find repeated parts among them.
     let mut filtered_out: Vec<(String, u64)> = Vec::new();
-    for member in members(range, start) {
+    for member in members(range, start).with_globals(globals) {
         let member = member.map_err(|e| corrupt(e.offset, key.as_deref(), e.reason))?;
         if !member.is_regular() || is_skipped(&member.name) {
             continue;

@@ -281,3 +281,68 @@ fn a_closed_stdout_ends_the_command_quietly() {
     let yaml = fs::read_to_string(dir.path().join(".nv-meta/dataset.yaml")).unwrap();
     assert!(yaml.contains("CaptioningSample"), "{yaml}");
 }
+
+/// `members` as a ustar tar after a PAX global header that sets `path` (as `tarfile` writes one
+/// for `pax_headers=`): Python's `tarfile` names every later member by it.
+fn tar_after_global_path(path: &std::path::Path, global_path: &str, members: &[(&str, &[u8])]) {
+    let record = |key: &str, value: &str| {
+        // "<len> <key>=<value>\n", where <len> counts itself.
+        let body = format!(" {key}={value}\n");
+        let mut len = body.len() + 1;
+        while format!("{len}{body}").len() != len {
+            len += 1;
+        }
+        format!("{len}{body}")
+    };
+    let data = record("path", global_path).into_bytes();
+    let mut header = [0u8; 512];
+    header[..17].copy_from_slice(b"pax_global_header");
+    header[100..107].copy_from_slice(b"0000644");
+    header[124..135].copy_from_slice(format!("{:011o}", data.len()).as_bytes());
+    header[136..147].copy_from_slice(b"00000000000");
+    header[156] = b'g';
+    header[257..263].copy_from_slice(b"ustar\0");
+    header[263..265].copy_from_slice(b"00");
+    header[148..156].fill(b' ');
+    let sum: u32 = header.iter().map(|&b| u32::from(b)).sum();
+    header[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    let mut bytes = header.to_vec();
+    bytes.extend_from_slice(&data);
+    bytes.resize(1024, 0);
+    crate::util::write_tar(path, members);
+    bytes.extend(fs::read(path).unwrap());
+    fs::write(path, bytes).unwrap();
+}
+
+/// A PAX global `path` header at the start of a shard names the members after it, in prepare and
+/// in every read (as Python's `tarfile`, which reads it when it opens the shard, names them): a
+/// sample is read under the key the index has, and a part it repeats is reported as such.
+#[test]
+fn a_leading_global_pax_path_names_the_members_as_in_the_index() {
+    let dir = Dir::new();
+    tar_after_global_path(&dir.join("shards/s-0.tar"), "glob.txt", &[("k0.txt", b"first")]);
+    tar_after_global_path(
+        &dir.join("shards/s-1.tar"),
+        "other.txt",
+        &[("k1.txt", b"second"), ("k2.txt", b"third")],
+    );
+    run_ok(energon().arg("prepare").arg(dir.path()).args([
+        "--no-progress",
+        "--non-interactive",
+        "--split-ratio",
+        "1,0,0",
+        "--sample-type",
+        "CrudeWebdataset",
+    ]));
+    let (out, stdout, stderr) = run(energon().arg("lint").arg(dir.path()));
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    // Shard 0's one sample reads under its indexed key; shard 1's repeats its part.
+    assert!(!stderr.contains("s-0.tar"), "{stderr}");
+    assert!(!stderr.contains("run `energon prepare` again"), "{stderr}");
+    assert!(
+        stderr.contains("member \"other.txt\" appears twice in the sample: part \"txt\""),
+        "{stderr}"
+    );
+    let preview = run_ok(energon().arg("preview").arg(dir.path()).args(["-n", "1"]));
+    assert!(preview.contains("__key__ (str): 'glob'") && preview.contains("'first'"), "{preview}");
+}

@@ -42,6 +42,9 @@ pub struct PartLocation {
     pub content_byte_offset: u64,
     /// Content size in bytes.
     pub content_byte_size: u64,
+    /// The content offset of a second member of the same name in the same sample, if the tar
+    /// stores the part twice (readers refuse such a sample rather than serve either copy).
+    pub second_copy: Option<u64>,
 }
 
 /// One row of the `samples` table.
@@ -210,21 +213,30 @@ impl SqliteIndex {
         self.require_parts()?;
         let Some((key, part)) = split_key_part(entry_name) else { return Ok(None) };
         self.with_conn(|conn| {
-            conn.prepare_cached(
-                "SELECT sp.tar_file_id, sp.content_byte_offset, sp.content_byte_size \
-                 FROM samples AS s JOIN sample_parts AS sp \
-                 ON sp.tar_file_id = s.tar_file_id AND sp.sample_index = s.sample_index \
-                 WHERE s.sample_key = ?1 AND sp.part_name = ?2 \
-                 ORDER BY s.tar_file_id, s.sample_index, sp.content_byte_offset LIMIT 1",
-            )?
-            .query_row([key, part], |row| {
-                Ok(PartLocation {
-                    tar_file_id: get_u64(row, 0)?,
-                    content_byte_offset: get_u64(row, 1)?,
-                    content_byte_size: get_u64(row, 2)?,
-                })
-            })
-            .optional()
+            let rows: Vec<(u64, u64, u64, u64)> = conn
+                .prepare_cached(
+                    "SELECT sp.tar_file_id, sp.sample_index, sp.content_byte_offset, \
+                     sp.content_byte_size \
+                     FROM samples AS s JOIN sample_parts AS sp \
+                     ON sp.tar_file_id = s.tar_file_id AND sp.sample_index = s.sample_index \
+                     WHERE s.sample_key = ?1 AND sp.part_name = ?2 \
+                     ORDER BY s.tar_file_id, s.sample_index, sp.content_byte_offset LIMIT 2",
+                )?
+                .query_map([key, part], |row| {
+                    Ok((get_u64(row, 0)?, get_u64(row, 1)?, get_u64(row, 2)?, get_u64(row, 3)?))
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            let Some(&(tar_file_id, sample_index, offset, size)) = rows.first() else {
+                return Ok(None);
+            };
+            let second_copy =
+                rows.get(1).filter(|r| (r.0, r.1) == (tar_file_id, sample_index)).map(|r| r.2);
+            Ok(Some(PartLocation {
+                tar_file_id,
+                content_byte_offset: offset,
+                content_byte_size: size,
+                second_copy,
+            }))
         })
     }
 
@@ -300,6 +312,21 @@ impl SqliteIndex {
                  WHERE tar_file_id = ?1 ORDER BY sample_index",
             )?
             .query_map([tar_id], sample_row)?
+            .collect()
+        })
+    }
+
+    /// The parts of one shard, by `sample_index` and then content offset (tar order).
+    pub fn parts_of_shard(&self, tar_file_id: u64) -> Result<Vec<PartRow>> {
+        self.require_parts()?;
+        let tar_id = i64::try_from(tar_file_id).unwrap_or(i64::MAX);
+        self.with_conn(|conn| {
+            conn.prepare_cached(
+                "SELECT tar_file_id, sample_index, part_name, content_byte_offset, \
+                 content_byte_size FROM sample_parts WHERE tar_file_id = ?1 \
+                 ORDER BY sample_index, content_byte_offset",
+            )?
+            .query_map([tar_id], part_row)?
             .collect()
         })
     }

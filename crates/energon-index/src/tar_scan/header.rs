@@ -115,6 +115,21 @@ pub fn members(data: &[u8], base_offset: u64) -> Members<'_> {
     Members { data, base_offset, pos: 0, running: true, global_path: None, global_size: None }
 }
 
+/// The PAX global values (`path`, `size`) in effect at some point of an archive, carried from
+/// one walk to another (see [`Members::globals`] and [`Members::with_globals`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PaxGlobals {
+    path: Option<(String, bool)>,
+    size: Option<u64>,
+}
+
+impl PaxGlobals {
+    /// Whether no global value is set.
+    pub fn is_empty(&self) -> bool {
+        self.path.is_none() && self.size.is_none()
+    }
+}
+
 /// Iterator over tar members, created by [`members`].
 #[derive(Debug, Clone)]
 pub struct Members<'a> {
@@ -128,6 +143,26 @@ pub struct Members<'a> {
 }
 
 impl<'a> Members<'a> {
+    /// Starts the walk with `globals` in effect: those of the archive before `base_offset`,
+    /// which a walk of a range of it does not see.
+    pub fn with_globals(mut self, globals: &'a PaxGlobals) -> Self {
+        if let Some((path, lossy)) = &globals.path {
+            self.global_path = Some(Name { text: Cow::Borrowed(path), lossy: *lossy });
+        }
+        if globals.size.is_some() {
+            self.global_size = globals.size;
+        }
+        self
+    }
+
+    /// The PAX global values in effect after the members walked so far.
+    pub fn globals(&self) -> PaxGlobals {
+        PaxGlobals {
+            path: self.global_path.as_ref().map(|n| (n.text.clone().into_owned(), n.lossy)),
+            size: self.global_size,
+        }
+    }
+
     /// The file offset just after the last member returned (its padded data), which is where
     /// the walk stopped once the iterator is exhausted: Python's `TarFile.offset` after reading
     /// all members, the start of the end-of-archive blocks.

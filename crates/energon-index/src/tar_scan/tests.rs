@@ -214,6 +214,26 @@ fn pax_global_header_applies_to_later_members_but_not_to_offsets() {
 }
 
 #[test]
+fn a_range_walked_with_the_globals_before_it_names_members_as_the_whole_walk() {
+    let mut tar = TarBuf::default();
+    tar.extension(b'g', &pax_records(&[("path", b"renamed.txt")]));
+    let (first, _) = tar.file("a.txt", b"1");
+    let data = tar.finish();
+    let mut head = members(&data[..first as usize], 0);
+    assert!(head.next().is_none());
+    let globals = head.globals();
+    assert!(!globals.is_empty());
+    let range = &data[first as usize..];
+    let plain: Vec<_> = members(range, first).collect::<Result<_, _>>().unwrap();
+    assert_eq!(plain[0].name, "a.txt");
+    let with: Vec<_> =
+        members(range, first).with_globals(&globals).collect::<Result<_, _>>().unwrap();
+    assert_eq!(with, all_members(&data));
+    assert_eq!(with[0].name, "renamed.txt");
+    assert!(members(&data, 0).globals().is_empty());
+}
+
+#[test]
 fn base256_size_and_signed_checksum() {
     let mut tar = TarBuf::default();
     let mut h = raw_header(b"a.bin", b'0', 0);

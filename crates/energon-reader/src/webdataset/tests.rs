@@ -402,6 +402,21 @@ fn a_global_pax_header_before_a_sample_is_skipped() {
 }
 
 #[test]
+fn the_file_store_refuses_a_repeated_part_as_the_loader_does() {
+    let dir = tar_dataset(|b| {
+        append_file(b, "k.jpg", b"one");
+        append_file(b, "k.jpg", b"two");
+        append_file(b, "m.txt", b"next");
+    });
+    let store = crate::WebdatasetFileStore::open(dir.path()).unwrap();
+    let err = crate::FileStore::get(&store, "k.jpg").unwrap_err();
+    let Error::CorruptSample { at, reason } = &err else { panic!("{err:?}") };
+    assert_eq!((at.key.as_deref(), at.offset), (Some("k"), 1536));
+    assert!(reason.contains("appears twice") && reason.contains("512 and 1536"), "{reason}");
+    assert_eq!(crate::FileStore::get(&store, "m.txt").unwrap().0, &b"next"[..]);
+}
+
+#[test]
 fn a_part_repeated_within_a_sample_is_a_corrupt_sample() {
     let dir = tar_dataset(|b| {
         append_file(b, "k.jpg", b"one");

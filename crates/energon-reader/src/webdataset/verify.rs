@@ -9,7 +9,7 @@ use std::path::Path;
 
 use energon_index::{
     sqlite::{SampleRow, SqliteIndex},
-    tar_scan::{is_skipped, members, split_key_part},
+    tar_scan::{PaxGlobals, is_skipped, members, split_key_part},
 };
 
 use crate::{
@@ -28,6 +28,30 @@ pub(crate) struct ShardRef<'a> {
     pub idx_path: &'a Path,
     /// The shard's position in `.info.json` (its `tar_file_id`).
     pub tar_file_id: u64,
+    /// The PAX global values before its first sample (see [`leading_globals`]).
+    pub globals: &'a PaxGlobals,
+}
+
+/// How much of a shard's start [`leading_globals`] looks at.
+const LEADING_BYTES: u64 = 64 << 10;
+
+/// The PAX global values (`path`, `size`) set by headers before the shard's first sample, which
+/// starts at byte offset `first`. Python's `tarfile` reads the headers up to the first member
+/// when it opens a shard and applies their global values to every member it reads later,
+/// wherever it seeks to (so the reference reads a sample range with them, and names the members
+/// as its prepare did); a walk of a sample range alone does not see them. Most shards have no
+/// bytes before their first sample (nothing is read then); at most the first 64 KiB are.
+pub(crate) fn leading_globals(data: &ShardData, first: u64) -> std::io::Result<PaxGlobals> {
+    let first = first.min(data.len()).min(LEADING_BYTES);
+    if first == 0 {
+        return Ok(PaxGlobals::default());
+    }
+    let head = data.range(0, first)?;
+    let mut walk = members(&head, 0);
+    // Up to the first member, as Python's `tarfile` reads when it opens the shard (a member cut
+    // off by the window ends the walk; the globals before it still count).
+    let _ = walk.next();
+    Ok(walk.globals())
 }
 
 impl ShardRef<'_> {
@@ -64,14 +88,19 @@ impl ShardRef<'_> {
 
 /// The key of the first sample member in bytes `[start, end)` of the shard, or where and why
 /// there is none.
-pub(crate) fn key_at(data: &ShardData, start: u64, end: u64) -> Result<String, (u64, String)> {
+fn key_at(
+    data: &ShardData,
+    start: u64,
+    end: u64,
+    globals: &PaxGlobals,
+) -> Result<String, (u64, String)> {
     if start > end || end > data.len() {
         return Err((start, format!("bytes [{start}, {end}) are not in the shard")));
     }
     let range = data
         .range(start, end)
         .map_err(|e| (start, format!("cannot read bytes [{start}, {end}): {e}")))?;
-    for member in members(&range, start) {
+    for member in members(&range, start).with_globals(globals) {
         let member = member.map_err(|e| {
             (
                 e.offset,
@@ -183,7 +212,7 @@ pub(crate) fn check_row(
             ),
         ));
     }
-    match key_at(data, start, end) {
+    match key_at(data, start, end, shard.globals) {
         Ok(found) if found == row.sample_key => Ok(()),
         Ok(found) => Err(shard.changed(
             db.path(),

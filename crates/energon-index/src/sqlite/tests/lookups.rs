@@ -106,8 +106,12 @@ fn every_part_is_found_by_entry_name() {
             .unwrap()
             .sample_key;
         let name = format!("{key}.{part}");
-        let expected =
-            PartLocation { tar_file_id: tar, content_byte_offset: offset, content_byte_size: size };
+        let expected = PartLocation {
+            tar_file_id: tar,
+            content_byte_offset: offset,
+            content_byte_size: size,
+            second_copy: None,
+        };
         assert_eq!(index.part_by_entry_name(&name).unwrap(), Some(expected), "{name}");
     }
     assert_eq!(index.part_by_entry_name("00000000.png").unwrap(), None);
