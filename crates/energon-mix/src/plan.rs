@@ -637,7 +637,7 @@ fn open_leaf(leaf: ResolvedLeaf, options: &MixOptions, n_workers: usize) -> Resu
             let dataset = WebDataset::open(&leaf.path, &open)?;
             let counts = dataset.shard_counts();
             let len = dataset.len();
-            (LeafData::Dataset(Arc::new(Dataset::WebDataset(dataset))), counts, len)
+            (LeafData::Dataset(Arc::new(Dataset::WebDataset(Box::new(dataset)))), counts, len)
         }
         LeafKind::Jsonl => {
             let dataset = JsonlDataset::open(&leaf.path, &PartFilter::All)?;

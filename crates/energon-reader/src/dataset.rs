@@ -10,7 +10,7 @@ use crate::{Error, JsonlDataset, OpenOptions, RawSample, Result, WebDataset};
 #[derive(Debug)]
 pub enum Dataset {
     /// A prepared WebDataset folder (one split part of it).
-    WebDataset(WebDataset),
+    WebDataset(Box<WebDataset>),
     /// A JSONL file.
     Jsonl(JsonlDataset),
 }
@@ -23,7 +23,9 @@ impl Dataset {
         let unsupported =
             |reason: &str| Err(Error::Unsupported { path: path.to_owned(), reason: reason.into() });
         match classify(path)? {
-            DatasetKind::WebDataset => Ok(Dataset::WebDataset(WebDataset::open(path, options)?)),
+            DatasetKind::WebDataset => {
+                Ok(Dataset::WebDataset(Box::new(WebDataset::open(path, options)?)))
+            }
             DatasetKind::Jsonl => {
                 Ok(Dataset::Jsonl(JsonlDataset::open(path, &options.part_filter)?))
             }

@@ -47,13 +47,16 @@ pub trait FileStore: fmt::Debug + Send + Sync {
     fn media_metadata(&self, name: &str) -> Result<Option<MediaMetadata>>;
 }
 
+/// A shard's name and path.
+type StoreShard = (Arc<str>, PathBuf);
+
 /// The members of a prepared WebDataset, by entry name `<key>.<part>`.
 #[derive(Debug)]
 pub struct WebdatasetFileStore {
     root: Arc<Path>,
     index: SqliteIndex,
     /// Shard names and paths by `tar_file_id`.
-    shards: Vec<(Arc<str>, PathBuf)>,
+    shards: Vec<StoreShard>,
     /// The PAX global values before each shard's first sample, read at its first use.
     globals: Vec<OnceLock<PaxGlobals>>,
     maps: MapCache,
@@ -109,11 +112,7 @@ impl WebdatasetFileStore {
 
     /// The shard `tar_file_id` (where entry `name` is), its data and the PAX global values its
     /// members are read with (see [`leading_globals`]).
-    fn shard(
-        &self,
-        tar_file_id: u64,
-        name: &str,
-    ) -> Result<(&(Arc<str>, PathBuf), ShardData, &PaxGlobals)> {
+    fn shard(&self, tar_file_id: u64, name: &str) -> Result<(&StoreShard, ShardData, &PaxGlobals)> {
         let id = usize::try_from(tar_file_id).unwrap_or(usize::MAX);
         let shard = self.shards.get(id).ok_or_else(|| Error::IndexMismatch {
             dataset: self.root.to_path_buf(),
@@ -144,7 +143,7 @@ impl WebdatasetFileStore {
         data: &ShardData,
         start: u64,
         end: u64,
-        shard: &(Arc<str>, PathBuf),
+        shard: &StoreShard,
         name: &str,
     ) -> Result<Bytes> {
         if start > end || end > data.len() {
@@ -170,7 +169,7 @@ impl WebdatasetFileStore {
         data: &ShardData,
         (start, end): (u64, u64),
         (key, name): (&str, &str),
-        shard: &(Arc<str>, PathBuf),
+        shard: &StoreShard,
         globals: &PaxGlobals,
     ) -> Result<Bytes> {
         const BLOCK: u64 = 512;
@@ -185,7 +184,10 @@ impl WebdatasetFileStore {
         let padded_end =
             start.saturating_add(size.div_ceil(BLOCK) * BLOCK).min(data.len()).max(end);
         let window = self.range(data, start - BLOCK, padded_end, shard, key)?;
-        match energon_index::tar_scan::members(&window, start - BLOCK).with_globals(globals).next()
+        match energon_index::tar_scan::members(&window, start - BLOCK)
+            .in_range()
+            .with_globals(globals)
+            .next()
         {
             Some(Ok(member))
                 if member.offset_data == start
@@ -208,13 +210,7 @@ impl WebdatasetFileStore {
         }
     }
 
-    fn corrupt(
-        &self,
-        shard: &(Arc<str>, PathBuf),
-        key: Option<&str>,
-        offset: u64,
-        reason: String,
-    ) -> Error {
+    fn corrupt(&self, shard: &StoreShard, key: Option<&str>, offset: u64, reason: String) -> Error {
         Error::CorruptSample {
             at: Box::new(SampleAt {
                 dataset: self.root.to_path_buf(),

@@ -507,7 +507,7 @@ pub(crate) fn parse_sample(
     let mut parts: Vec<Part> = Vec::new();
     // Parts the filter leaves out, with their data offsets, to find repeated parts among them.
     let mut filtered_out: Vec<(String, u64)> = Vec::new();
-    for member in members(range, start).with_globals(globals) {
+    for member in members(range, start).in_range().with_globals(globals) {
         let member = member.map_err(|e| corrupt(e.offset, key.as_deref(), e.reason))?;
         if !member.is_regular() || is_skipped(&member.name) {
             continue;

@@ -112,7 +112,15 @@ impl TarMember<'_> {
 /// the first error. PAX global headers before `base_offset` are not seen, as in the reference,
 /// which also parses a sample range on its own.
 pub fn members(data: &[u8], base_offset: u64) -> Members<'_> {
-    Members { data, base_offset, pos: 0, running: true, global_path: None, global_size: None }
+    Members {
+        data,
+        base_offset,
+        pos: 0,
+        running: true,
+        global_path: None,
+        global_size: None,
+        in_range: false,
+    }
 }
 
 /// The PAX global values (`path`, `size`) in effect at some point of an archive, carried from
@@ -140,6 +148,9 @@ pub struct Members<'a> {
     running: bool,
     global_path: Option<Name<'a>>,
     global_size: Option<u64>,
+    /// Whether `data` is a range of an archive that an index delimits (see
+    /// [`Members::in_range`]), not the whole archive.
+    in_range: bool,
 }
 
 impl<'a> Members<'a> {
@@ -153,6 +164,27 @@ impl<'a> Members<'a> {
             self.global_size = globals.size;
         }
         self
+    }
+
+    /// Marks `data` as a range that an index delimits (a sample's bytes): a member running past
+    /// its end is then reported as a range that does not match the archive, not as a file cut
+    /// short.
+    pub fn in_range(mut self) -> Self {
+        self.in_range = true;
+        self
+    }
+
+    /// Where the data ends, for errors about something running past it.
+    fn end_text(&self) -> String {
+        if self.in_range {
+            format!(
+                "the end of the indexed range at byte offset {} (the index does not match the \
+                 tar: the shard changed since it was prepared, or its index is stale)",
+                self.position_of_end()
+            )
+        } else {
+            format!("the end of the file ({} bytes)", self.position_of_end())
+        }
     }
 
     /// The PAX global values in effect after the members walked so far.
@@ -181,13 +213,7 @@ impl<'a> Members<'a> {
             .and_then(|n| usize::try_from(n).ok())
             .and_then(|n| self.data.get(start..start.checked_add(n)?))
             .ok_or_else(|| {
-                self.err(
-                    pos,
-                    format!(
-                        "header data of {size} bytes runs past the end of the file ({} bytes)",
-                        self.position_of_end()
-                    ),
-                )
+                self.err(pos, format!("header data of {size} bytes runs past {}", self.end_text()))
             })
     }
 
@@ -357,10 +383,9 @@ impl<'a> Members<'a> {
             return Err(self.err(
                 pos,
                 format!(
-                    "member data ({size} bytes at offset {}) runs past the end of the file \
-                     ({} bytes)",
+                    "member data ({size} bytes at offset {}) runs past {}",
                     self.base_offset + data_start as u64,
-                    self.position_of_end()
+                    self.end_text()
                 ),
             ));
         }

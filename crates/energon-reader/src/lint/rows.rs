@@ -169,7 +169,7 @@ fn check_parts(
     debug_assert_eq!(idx.get(local), Some(start), "checked by check_row");
     let range = data.range(start, end).map_err(|e| Error::io("cannot read", shard.idx_path, e))?;
     let mut found = Vec::new();
-    for member in members(&range, start).with_globals(shard.globals) {
+    for member in members(&range, start).in_range().with_globals(shard.globals) {
         let member = member.map_err(|e| {
             shard.changed(shard.idx_path, Some(&row.sample_key), None, e.offset, e.reason)
         })?;

@@ -100,7 +100,7 @@ fn key_at(
     let range = data
         .range(start, end)
         .map_err(|e| (start, format!("cannot read bytes [{start}, {end}): {e}")))?;
-    for member in members(&range, start).with_globals(globals) {
+    for member in members(&range, start).in_range().with_globals(globals) {
         let member = member.map_err(|e| {
             (
                 e.offset,
