@@ -115,12 +115,22 @@ fn energon_7_0_index_reads_with_duplicate_keys() {
     assert_eq!(index.duplicate_keys().unwrap(), dup_rows());
     assert_eq!(
         index.part_by_entry_name("dup.txt").unwrap(),
-        Some(PartLocation { tar_file_id: 0, content_byte_offset: 1536, content_byte_size: 5 })
+        Some(PartLocation {
+            tar_file_id: 0,
+            content_byte_offset: 1536,
+            content_byte_size: 5,
+            second_copy: None
+        })
     );
     // Only the shard-1 sample of `dup` has a jpg part.
     assert_eq!(
         index.part_by_entry_name("dup.jpg").unwrap(),
-        Some(PartLocation { tar_file_id: 1, content_byte_offset: 3584, content_byte_size: 8 })
+        Some(PartLocation {
+            tar_file_id: 1,
+            content_byte_offset: 3584,
+            content_byte_size: 8,
+            second_copy: None
+        })
     );
     let names: Vec<_> =
         index.list_entries().unwrap().into_iter().map(|e| (e.name, e.tar_file_id)).collect();
