@@ -296,6 +296,7 @@ fn writer(dir: &Path, samples: u64, per_shard: u64, random_keys: bool) -> anyhow
                 .collect(),
             end_offset: n * 1024,
             trailer: Default::default(),
+            version: None,
         };
         writer.add_shard(s, &format!("shards/part-{s:06}.tar"), &scan)?;
     }

@@ -107,7 +107,7 @@ where
             if is_broken_pipe(&err) {
                 return 0;
             }
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", energon_cook::message_with_causes(err.as_ref()));
             2
         }
     }

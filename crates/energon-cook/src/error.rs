@@ -274,6 +274,23 @@ impl Error {
     }
 }
 
+/// The message of `err` followed by those of its causes (`source()` chain), each left out where
+/// the text so far already holds it (many errors show their cause in their own message): what
+/// the command line and the Python package print.
+pub fn message_with_causes(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut res = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !res.contains(&text) {
+            res.push_str(": ");
+            res.push_str(&text);
+        }
+        source = cause.source();
+    }
+    res
+}
+
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -283,5 +300,29 @@ fn version_advice(found: u32, supported: &RangeInclusive<u32>) -> &'static str {
         "it was written by an older energon-rs; resume it with the release that wrote it"
     } else {
         "use a newer energon-rs to read it"
+    }
+}
+
+#[cfg(test)]
+mod message_tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_the_message_already_shows_is_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let shown = energon_reader::Error::MissingShard {
+            dataset: "/d".into(),
+            shard: "s.tar".into(),
+            path: "/d/s.tar".into(),
+            source: io,
+        };
+        let text = message_with_causes(&shown);
+        assert_eq!(text, "dataset /d: shard s.tar is missing (/d/s.tar: gone)");
+        let hidden = energon_reader::Error::Index(energon_index::Error::io(
+            "cannot open",
+            "/d/x",
+            std::io::Error::other("denied"),
+        ));
+        assert_eq!(message_with_causes(&hidden), "cannot open /d/x: denied");
     }
 }

@@ -91,7 +91,7 @@ pub use crate::{
     context::{SampleContext, WorkerInfo},
     elastic::samples_left_in_pass,
     encoder::{AuxStore, CookContext, CookFn, Cooker, DefaultTaskEncoder, Hooks, TaskEncoder},
-    error::{ConfigDifference, Error, Result},
+    error::{ConfigDifference, Error, Result, message_with_causes},
     hook::{BoxError, Generator, HookError, HookResult, Outputs},
     loader::{
         InlineWorker, Loaded, Loader, LoaderConfig, WorkerLink, WorkerMessage, WorkerStart,

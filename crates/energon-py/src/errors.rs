@@ -17,6 +17,8 @@
 
 use std::{error::Error as StdError, io};
 
+use energon_cook::message_with_causes;
+
 use pyo3::{
     create_exception,
     exceptions::{PyException, PyFileNotFoundError, PyOSError, PyValueError},
@@ -162,21 +164,6 @@ fn new_err(ty: PyResult<&Bound<'_, PyType>>, message: String) -> PyErr {
 /// A ValueError-like [`Kind::Config`] error with `message`.
 pub(crate) fn config_error(message: impl Into<String>) -> PyErr {
     Python::attach(|py| new_err(config_type(py), message.into()))
-}
-
-/// The message of `err` followed by its causes, each once.
-fn message_with_causes(err: &(dyn StdError + 'static)) -> String {
-    let mut res = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !res.contains(&text) {
-            res.push_str(": ");
-            res.push_str(&text);
-        }
-        source = cause.source();
-    }
-    res
 }
 
 /// The most specific class for `err`: the first error in the chain (looking through transparent
