@@ -267,8 +267,12 @@ pub fn prepare_dataset(
         });
     }
     let mut shards = Vec::new();
+    // Every shard in the folder, excluded ones too: a killed prepare of another selection may
+    // have left temporary files next to any of them.
+    let mut discovered = Vec::new();
     if !from_info {
         shards = discover::discover_shards(root)?;
+        discovered.clone_from(&shards);
         if let Some(pattern) = &options.exclude {
             shards = discover::apply_exclude(&shards, pattern)?;
         }
@@ -303,7 +307,10 @@ pub fn prepare_dataset(
     }
     let paths: Vec<PathBuf> = shards.iter().map(|s| root.join(s)).collect();
     if !remote {
-        remove_stale_tmp_files(&meta_dir, &paths, options);
+        let kept: rustc_hash::FxHashSet<&String> = shards.iter().collect();
+        let others = discovered.iter().filter(|s| !kept.contains(s)).map(|s| root.join(s));
+        let all: Vec<PathBuf> = paths.iter().cloned().chain(others).collect();
+        remove_stale_tmp_files(&meta_dir, &all, options);
     }
 
     // Every file is written under a temporary name first. The renames then go in this order:

@@ -130,6 +130,8 @@ impl Staged {
             if self.barriers.contains(&i) {
                 sync_dirs(&mut dirs);
             }
+            #[cfg(debug_assertions)]
+            pause_for_tests(i, n);
             let (tmp, dst) = &self.files[i];
             let res = if crate::storage::is_remote(dst) {
                 crate::storage::upload(tmp, dst).map(|()| {
@@ -165,6 +167,20 @@ impl Drop for Staged {
         }
         // Only removed when empty (it holds nothing but this set's files).
         let _ = fs::remove_dir(&self.remote_tmp);
+    }
+}
+
+/// Debug builds only: with `ENERGON_TEST_COMMIT_PAUSE=<i>` a commit stops before its rename
+/// number `i` (from 0), says so on stderr and waits to be killed: how the fault tests kill a
+/// prepare inside its commit window rather than at random points.
+#[cfg(debug_assertions)]
+fn pause_for_tests(i: usize, n: usize) {
+    let at = std::env::var("ENERGON_TEST_COMMIT_PAUSE").ok().and_then(|v| v.parse().ok());
+    if at == Some(i) {
+        eprintln!("commit paused before rename {i} of {n}");
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(60));
+        }
     }
 }
 
