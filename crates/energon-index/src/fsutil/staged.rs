@@ -177,7 +177,11 @@ impl Drop for Staged {
 fn pause_for_tests(i: usize, n: usize) {
     let at = std::env::var("ENERGON_TEST_COMMIT_PAUSE").ok().and_then(|v| v.parse().ok());
     if at == Some(i) {
-        eprintln!("commit paused before rename {i} of {n}");
+        // The fault tests wait for this line on stderr.
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("commit paused before rename {i} of {n}");
+        }
         loop {
             std::thread::sleep(std::time::Duration::from_secs(60));
         }
