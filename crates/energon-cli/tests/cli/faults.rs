@@ -34,9 +34,12 @@ fn prepare(root: &Path, config: usize) -> Command {
     cmd
 }
 
+/// Each index file's name and content.
+type IndexState = Vec<(String, Vec<u8>)>;
+
 /// The index files that define the dataset (`index.uuid`, random by design, left out; the
 /// database compared by content).
-fn index_state(root: &Path) -> Vec<(String, Vec<u8>)> {
+fn index_state(root: &Path) -> IndexState {
     let mut res = Vec::new();
     let mut names: Vec<String> = fs::read_dir(root.join("shards"))
         .unwrap()
@@ -113,7 +116,7 @@ fn prepare_killed_at_random_points_never_leaves_a_silently_mixed_index() {
 /// index), 1 (the new one) or 2 (mixed).
 fn check_killed(
     root: &Path,
-    complete: &[Vec<(String, Vec<u8>)>; 2],
+    complete: &[IndexState; 2],
     (current, target): (usize, usize),
     label: impl std::fmt::Display,
 ) -> usize {
@@ -138,7 +141,7 @@ fn check_killed(
 
 /// Prepares configurations 0, 1 and 0 of a new dataset; returns it, the complete index of each
 /// configuration, and the longest prepare's time.
-fn dataset_with_both_indexes() -> (Dir, [Vec<(String, Vec<u8>)>; 2], Duration) {
+fn dataset_with_both_indexes() -> (Dir, [IndexState; 2], Duration) {
     let dir = Dir::new();
     let spec =
         WdsSpec { shards: 6, per_shard: 40, img: 8, subdir: "shards".into(), ..WdsSpec::default() };
@@ -158,7 +161,7 @@ fn dataset_with_both_indexes() -> (Dir, [Vec<(String, Vec<u8>)>; 2], Duration) {
 }
 
 /// The next prepare of `target` succeeds and leaves its complete index, without temporary files.
-fn prepare_again(root: &Path, complete: &[Vec<(String, Vec<u8>)>; 2], target: usize, label: &str) {
+fn prepare_again(root: &Path, complete: &[IndexState; 2], target: usize, label: &str) {
     let (out, stdout, stderr) = run(&mut prepare(root, target));
     assert!(out.status.success(), "{label}: {stdout}{stderr}");
     assert_eq!(index_state(root), complete[target], "{label}");
