@@ -179,7 +179,8 @@ impl<'a> Members<'a> {
         if self.in_range {
             format!(
                 "the end of the indexed range at byte offset {} (the index does not match the \
-                 tar: the shard changed since it was prepared, or its index is stale)",
+                 tar: the shard changed since it was prepared, or its index is stale; run \
+                 `energon prepare` again)",
                 self.position_of_end()
             )
         } else {

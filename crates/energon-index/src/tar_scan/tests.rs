@@ -234,6 +234,18 @@ fn a_range_walked_with_the_globals_before_it_names_members_as_the_whole_walk() {
 }
 
 #[test]
+fn a_member_past_an_indexed_range_says_the_index_does_not_match() {
+    let mut tar = TarBuf::default();
+    tar.file("a.txt", &[7; 600]);
+    let data = tar.finish();
+    let whole = members(&data[..1024], 0).next().unwrap().unwrap_err();
+    assert!(whole.reason.contains("the end of the file (1024 bytes)"), "{}", whole.reason);
+    let ranged = members(&data[..1024], 0).in_range().next().unwrap().unwrap_err();
+    assert!(ranged.reason.contains("indexed range at byte offset 1024"), "{}", ranged.reason);
+    assert!(ranged.reason.contains("run `energon prepare` again"), "{}", ranged.reason);
+}
+
+#[test]
 fn base256_size_and_signed_checksum() {
     let mut tar = TarBuf::default();
     let mut h = raw_header(b"a.bin", b'0', 0);
