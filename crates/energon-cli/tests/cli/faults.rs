@@ -183,7 +183,7 @@ fn kill_at_commit_step(root: &Path, target: usize, step: usize) -> bool {
     thread::spawn(move || {
         use std::io::BufRead as _;
         for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.starts_with("commit paused") {
+            if line.contains("commit paused before rename") {
                 let _ = tx.send(());
             }
         }

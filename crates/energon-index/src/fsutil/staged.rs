@@ -171,17 +171,14 @@ impl Drop for Staged {
 }
 
 /// Debug builds only: with `ENERGON_TEST_COMMIT_PAUSE=<i>` a commit stops before its rename
-/// number `i` (from 0), says so on stderr and waits to be killed: how the fault tests kill a
+/// number `i` (from 0), says so in the log (a warning) and waits to be killed: how the fault tests kill a
 /// prepare inside its commit window rather than at random points.
 #[cfg(debug_assertions)]
 fn pause_for_tests(i: usize, n: usize) {
     let at = std::env::var("ENERGON_TEST_COMMIT_PAUSE").ok().and_then(|v| v.parse().ok());
     if at == Some(i) {
-        // The fault tests wait for this line on stderr.
-        #[allow(clippy::print_stderr)]
-        {
-            eprintln!("commit paused before rename {i} of {n}");
-        }
+        // The fault tests wait for this line on stderr (the command's log).
+        tracing::warn!("commit paused before rename {i} of {n}");
         loop {
             std::thread::sleep(std::time::Duration::from_secs(60));
         }
