@@ -3,8 +3,8 @@
 //!
 //! Items are [`Item`]s (a Rust sample until a Python hook made something else of it). Batching
 //! leaves a [`WorkerBatch`]: collated in Rust on the worker thread when every item is a Rust
-//! sample and no batch hook is overridden, else the items for the Python batch hooks, which the
-//! loader's pump thread calls.
+//! sample of a built-in class and no batch hook is overridden, else what the Python batch hooks
+//! made of the items, called on the same worker thread.
 
 use std::sync::Arc;
 
