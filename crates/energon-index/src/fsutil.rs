@@ -27,16 +27,15 @@ mod staged;
 pub(crate) use lock::PREPARE_LOCK;
 #[cfg(feature = "prepare")]
 pub use lock::PrepareLock;
-#[cfg(all(test, feature = "prepare"))]
-pub(crate) use staged::process_tmp_path;
 #[cfg(feature = "prepare")]
 pub(crate) use staged::{Staged, remove_stale_tmp_files, write_synced, write_unsynced};
 
-/// The temporary name used while writing `path`: `path` with `.tmp` appended
-/// (`x.tar.idx` → `x.tar.idx.tmp`, as megatron-energon names it).
-pub(crate) fn tmp_path(path: &Path) -> PathBuf {
+/// The temporary name used by this process while writing `path`: `path` with `.<pid>.tmp`
+/// appended (`x.tar.idx` → `x.tar.idx.4242.tmp`), so that two processes writing the same file
+/// never write into each other's temporary file.
+pub(crate) fn process_tmp_path(path: &Path) -> PathBuf {
     let mut name = OsString::from(path.as_os_str());
-    name.push(".tmp");
+    name.push(format!(".{}.tmp", std::process::id()));
     PathBuf::from(name)
 }
 
@@ -90,7 +89,8 @@ pub struct AtomicFile {
 }
 
 impl AtomicFile {
-    /// Starts writing `path`: creates (or truncates a stale) `<path>.tmp`.
+    /// Starts writing `path`: creates (or truncates a stale) `<path>.<pid>.tmp`
+    /// ([`process_tmp_path`]).
     pub fn create(path: &Path) -> Result<Self> {
         Self::create_with_mode(path, None)
     }
@@ -98,7 +98,7 @@ impl AtomicFile {
     /// Like [`AtomicFile::create`]; the committed file gets the Unix permission bits `mode`
     /// when set (the mode of a reference file, as prepare gives `.tar.idx` files their shard's).
     pub fn create_with_mode(path: &Path, mode: Option<u32>) -> Result<Self> {
-        let tmp_path = tmp_path(path);
+        let tmp_path = process_tmp_path(path);
         let file = File::create(&tmp_path).map_err(|e| Error::io("cannot create", &tmp_path, e))?;
         Ok(AtomicFile {
             path: path.to_path_buf(),
@@ -223,7 +223,7 @@ mod tests {
         fs::write(&path, b"old").unwrap();
         atomic_write(&path, b"new contents").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"new contents");
-        assert!(!tmp_path(&path).exists());
+        assert!(!process_tmp_path(&path).exists());
     }
 
     #[test]
@@ -234,17 +234,17 @@ mod tests {
         {
             let mut file = AtomicFile::create(&path).unwrap();
             file.write_all(b"partial").unwrap();
-            assert!(tmp_path(&path).exists());
+            assert!(process_tmp_path(&path).exists());
         }
         assert_eq!(fs::read(&path).unwrap(), b"old");
-        assert!(!tmp_path(&path).exists());
+        assert!(!process_tmp_path(&path).exists());
     }
 
     #[test]
     fn stale_tmp_file_is_truncated() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.bin");
-        fs::write(tmp_path(&path), b"stale stale stale").unwrap();
+        fs::write(process_tmp_path(&path), b"stale stale stale").unwrap();
         atomic_write(&path, b"x").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"x");
     }
@@ -258,8 +258,10 @@ mod tests {
     }
 
     #[test]
-    fn tmp_path_appends_suffix() {
-        assert_eq!(tmp_path(Path::new("d/x.tar.idx")), PathBuf::from("d/x.tar.idx.tmp"));
+    fn process_tmp_path_appends_the_pid() {
+        let pid = std::process::id();
+        let want = PathBuf::from(format!("d/x.tar.idx.{pid}.tmp"));
+        assert_eq!(process_tmp_path(Path::new("d/x.tar.idx")), want);
     }
 
     #[cfg(unix)]

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use crate::{
     Error, Result,
-    fsutil::tmp_path,
+    fsutil::process_tmp_path,
     sqlite::{
         MediaMetadata,
         schema::{
@@ -310,7 +310,7 @@ impl MediaIndexWriter {
     /// permission bits of the folder it is in, with owner read and write added and execute bits
     /// removed, as the reference does for a filesystem dataset.
     pub fn open(path: &Path, mode: TableMode) -> Result<Self> {
-        let tmp = tmp_path(path);
+        let tmp = process_tmp_path(path);
         let _ = fs::remove_file(&tmp);
         let existed = match fs::metadata(path) {
             Ok(meta) if meta.is_file() => true,

@@ -8,7 +8,6 @@
 //! renames across a power loss.
 
 use std::{
-    ffi::OsString,
     fs::{self, File},
     io::Write as _,
     path::{Path, PathBuf},
@@ -16,16 +15,8 @@ use std::{
 
 use rustc_hash::FxHashSet;
 
-use super::{parent_dir, set_mode, sync_dir};
+use super::{parent_dir, process_tmp_path, set_mode, sync_dir};
 use crate::{Error, Result};
-
-/// The temporary name used by this process while writing `path`: `path` with `.<pid>.tmp`
-/// appended (`x.tar.idx` → `x.tar.idx.4242.tmp`).
-pub(crate) fn process_tmp_path(path: &Path) -> PathBuf {
-    let mut name = OsString::from(path.as_os_str());
-    name.push(format!(".{}.tmp", std::process::id()));
-    PathBuf::from(name)
-}
 
 /// Writes `bytes` to a new file at `path` (replacing a stale one), syncs it to disk and gives it
 /// the Unix permission bits `mode` when set.
@@ -222,7 +213,7 @@ fn sync_dirs(dirs: &mut FxHashSet<PathBuf>) {
 }
 
 /// Removes the temporary files that any process left for the destinations `names` inside `dir`:
-/// `<name>.tmp` ([`super::tmp_path`]) and `<name>.<digits>.tmp` ([`process_tmp_path`]). Only
+/// `<name>.tmp` (the names of earlier versions) and `<name>.<digits>.tmp` ([`process_tmp_path`]). Only
 /// safe while holding the prepare lock of the dataset.
 pub(crate) fn remove_stale_tmp_files(dir: &Path, names: &FxHashSet<String>) {
     let Ok(entries) = fs::read_dir(dir) else {
