@@ -89,8 +89,8 @@ pub struct AtomicFile {
 }
 
 impl AtomicFile {
-    /// Starts writing `path`: creates (or truncates a stale) `<path>.<pid>.tmp`
-    /// ([`process_tmp_path`]).
+    /// Starts writing `path`: creates (or truncates a stale) `<path>.<pid>.tmp`, a name unique
+    /// to the process.
     pub fn create(path: &Path) -> Result<Self> {
         Self::create_with_mode(path, None)
     }
