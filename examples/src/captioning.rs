@@ -2,10 +2,11 @@
 //! tensor, captions tokenized; batches stack the images and pad the tokens.
 
 use energon_cook::{
-    HookError, HookResult, Hooks, Keyed, Loader, LoaderBuilder, Outputs, SampleContext, TaskEncoder,
+    HookError, HookResult, Hooks, Keyed, Loader, LoaderBuilder, LoaderSpec, Outputs, SampleContext,
+    TaskEncoder,
 };
 use energon_dist::WorkerConfig;
-use energon_reader::{ReaderOptions, Sample, Tensor, decode::TensorData};
+use energon_reader::{Sample, Tensor, decode::TensorData};
 use image::{RgbImage, imageops};
 
 use crate::Tokenizer;
@@ -146,8 +147,8 @@ pub fn builder(
     let worker_config = WorkerConfig::new(0, 1, num_workers)?;
     let encoder =
         CaptioningEncoder { image_size: 24, max_tokens: 16, tokenizer: Tokenizer::default() };
-    Ok(LoaderBuilder::open(&crate::fixture(), worker_config, ReaderOptions::default())?
-        .task_encoder(encoder)
-        .shuffle_buffer_size(32)
-        .batch_size(Some(batch_size)))
+    let mut spec = LoaderSpec::new(crate::fixture(), worker_config);
+    spec.shuffle_buffer_size = 32;
+    spec.batch_size = Some(batch_size);
+    Ok(spec.samples()?.task_encoder(encoder))
 }

@@ -2,15 +2,15 @@
 //! carry its caption; the cooker reads the image `<key>.jpg` from the metadataset's auxiliary
 //! source `images` (the prepared WebDataset) and makes a captioning sample of both.
 
-use std::{path::Path, sync::Arc};
+use std::path::Path;
 
 use energon_cook::{
     Batch, CookContext, Cooker, DefaultTaskEncoder, HookError, HookResult, Keyed, Loader,
-    LoaderBuilder,
+    LoaderBuilder, LoaderSpec,
 };
 use energon_dist::WorkerConfig;
-use energon_mix::{LeafSample, MixOptions, MixPlan, ResolveOptions};
-use energon_reader::{Decoded, ReaderOptions, Sample, SampleReader, sample::CaptioningSample};
+
+use energon_reader::{Decoded, Sample, sample::CaptioningSample};
 
 /// Cooks a record `{"key": ..., "caption": ...}` into a captioning sample whose image is the
 /// auxiliary source's `<key>.jpg`, decoded.
@@ -44,23 +44,10 @@ pub fn builder(
     metadataset: &Path,
     num_workers: usize,
 ) -> energon_cook::Result<LoaderBuilder<Sample, DefaultTaskEncoder<Sample>>> {
-    let split = energon_mix::resolve_path(metadataset, "train", &ResolveOptions::default())?;
-    let plan = MixPlan::new(split, WorkerConfig::new(0, 1, num_workers)?, MixOptions::default())?;
-    let Some(dataset) = plan.leaves[0].data.dataset() else {
-        return Err(energon_cook::Error::InvalidSetting {
-            setting: "metadataset",
-            value: metadataset.display().to_string(),
-            reason: "the example expects a JSONL leaf, not a join",
-        });
-    };
-    // Crude samples: every part decoded, for the cooker.
-    let reader = Arc::new(SampleReader::crude(dataset, &ReaderOptions::default()));
-    let load = move |sample: LeafSample| match sample {
-        LeafSample::Raw(raw) => Ok(Some(reader.build(&raw)?)),
-        LeafSample::Joined(_) => Ok(None),
-    };
+    let mut spec = LoaderSpec::new(metadataset, WorkerConfig::new(0, 1, num_workers)?);
+    spec.batch_size = Some(4);
     let encoder = DefaultTaskEncoder::samples().with_cookers(vec![Cooker::new(cook_with_image)]);
-    Ok(LoaderBuilder::from_plan(plan, load).task_encoder(encoder).batch_size(Some(4)))
+    Ok(spec.samples()?.task_encoder(encoder))
 }
 
 /// The loader of [`builder`] for this package's `data/crude-with-aux.yaml`.

@@ -3,13 +3,11 @@
 //! budget, with segment ids telling the packed texts apart.
 
 use energon_cook::{
-    Cooker, HookError, HookResult, Hooks, Keyed, Loader, LoaderBuilder, Outputs, SampleContext,
-    TaskEncoder,
+    Cooker, HookError, HookResult, Hooks, Keyed, Loader, LoaderBuilder, LoaderSpec, Outputs,
+    SampleContext, TaskEncoder,
 };
 use energon_dist::WorkerConfig;
-use energon_reader::{
-    Decoded, ReaderOptions, Sample, Tensor, decode::TensorData, sample::TextSample,
-};
+use energon_reader::{Decoded, Sample, Tensor, decode::TensorData, sample::TextSample};
 
 use crate::Tokenizer;
 
@@ -158,10 +156,10 @@ impl TaskEncoder for PackingEncoder {
 pub fn builder(num_workers: usize) -> energon_cook::Result<LoaderBuilder<Sample, PackingEncoder>> {
     let worker_config = WorkerConfig::new(0, 1, num_workers)?;
     let path = crate::fixture().join("jsonl/data.jsonl");
-    Ok(LoaderBuilder::open(&path, worker_config, ReaderOptions::default())?
-        .task_encoder(PackingEncoder { budget: 24, tokenizer: Tokenizer::default() })
-        .packing_buffer_size(Some(16))
-        .batch_size(Some(4)))
+    let mut spec = LoaderSpec::new(path, worker_config);
+    spec.packing_buffer_size = Some(16);
+    spec.batch_size = Some(4);
+    Ok(spec.samples()?.task_encoder(PackingEncoder { budget: 24, tokenizer: Tokenizer::default() }))
 }
 
 /// The loader of [`builder`].

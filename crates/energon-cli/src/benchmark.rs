@@ -16,7 +16,7 @@ use std::{
 use anyhow::Context;
 use clap::Args;
 use energon_cook::{Batch, Keyed, Loaded, LoaderBuilder};
-use energon_reader::{Decoder, ImageDecode, RawSample, ReaderOptions, Sample, SampleReader};
+use energon_reader::{Decoder, ImageDecode, RawSample, Sample, SampleReader};
 
 use crate::trace::LoaderArgs;
 
@@ -58,30 +58,26 @@ pub(crate) fn run(args: BenchmarkArgs) -> anyhow::Result<u8> {
         let bytes = raw.parts.iter().map(|p| p.data.len() as u64).sum::<u64>();
         counter.fetch_add(bytes, Ordering::Relaxed);
     };
+    let mut spec = args.loader.spec()?;
     let measured = if args.no_decode {
-        let dataset = args.loader.open()?;
-        let builder = args.loader.builder(dataset, move |raw: RawSample| {
+        let dataset = args.loader.open(&spec)?;
+        let builder = args.loader.builder(&spec, dataset, move |raw: RawSample| {
             count(&raw);
             Ok(Some(touch(&raw)))
-        })?;
+        });
         measure(&args, builder, start, |&sum| sum)?
     } else {
         let image: ImageDecode = args.image_decode.parse().map_err(anyhow::Error::msg)?;
-        let options = ReaderOptions {
-            split_part: args.loader.split_part(),
-            decoder: Some(Decoder { image, ..Decoder::default() }),
-            max_open_shards: args.loader.max_open_shards(),
-            ..ReaderOptions::default()
-        };
-        let reader = SampleReader::open(&args.loader.path, &options)
+        spec.decoder = Some(Decoder { image, ..Decoder::default() });
+        let reader = SampleReader::open(&args.loader.path, &spec.reader_options())
             .with_context(|| format!("cannot open {}", args.loader.path.display()))?;
         let reader = Arc::new(reader);
         let dataset = Arc::clone(reader.dataset());
         // Decoding happens here, on the worker threads.
-        let builder = args.loader.builder(dataset, move |raw: RawSample| {
+        let builder = args.loader.builder(&spec, dataset, move |raw: RawSample| {
             count(&raw);
             Ok(Some(reader.build(&raw)?))
-        })?;
+        });
         measure(&args, builder, start, |sample: &Sample| sample.key().len() as u64)?
     };
     let Measured { n_samples, n_items, total_s, first_batch_s, .. } = measured;

@@ -13,10 +13,11 @@ use std::{
 use anyhow::Context;
 use clap::Args;
 use energon_cook::{
-    Batch, Checkpoint, Keyed, Loaded, Loader, LoaderBuilder, LoaderState, RestoreKey, StageState,
+    Batch, Checkpoint, Keyed, Loaded, Loader, LoaderBuilder, LoaderSpec, LoaderState, RestoreKey,
+    StageState,
 };
 use energon_dist::WorkerConfig;
-use energon_mix::{LeafSample, MixOptions, MixPlan, ResolveOptions};
+use energon_mix::LeafSample;
 use energon_reader::{Dataset, OpenOptions, RawSample};
 
 /// The loader settings shared by `trace` and `benchmark` (the reference's `WorkerConfig`,
@@ -67,27 +68,29 @@ pub(crate) struct LoaderArgs {
 }
 
 impl LoaderArgs {
-    /// The split part: the one given, else `val` for validation and `train` for training.
-    pub(crate) fn split_part(&self) -> String {
-        match &self.split_part {
-            Some(part) => part.clone(),
-            None if self.val => "val".to_owned(),
-            None => "train".to_owned(),
-        }
-    }
-
-    /// How many shard maps the reader keeps open: one per slice the workers read at once, as
-    /// the reference keeps one tar handle per open slice. More would only hold pages of shards
-    /// nobody reads any more in memory (they count in the process's resident set).
-    pub(crate) fn max_open_shards(&self) -> usize {
-        energon_cook::max_open_shards(!self.val, self.parallel_shard_iters, self.num_workers)
+    /// The loader these flags describe (raw samples: decoding is the caller's).
+    pub(crate) fn spec(&self) -> anyhow::Result<LoaderSpec> {
+        let worker_config = WorkerConfig::new(self.rank, self.world_size, self.num_workers)?
+            .with_seed_offset(self.seed_offset);
+        let mut spec = LoaderSpec::new(&self.path, worker_config);
+        spec.split_part.clone_from(&self.split_part);
+        spec.training = !self.val;
+        spec.shuffle_over_epochs = Some(self.shuffle_over_epochs);
+        spec.max_samples_per_sequence = self.max_samples_per_sequence;
+        spec.parallel_shard_iters = self.parallel_shard_iters;
+        spec.shuffle_buffer_size = self.shuffle_buffer_size;
+        spec.batch_size = (self.batch_size > 0).then_some(self.batch_size);
+        spec.drop_last = self.drop_last;
+        spec.prefetch_factor = self.prefetch_factor;
+        spec.decoder = None;
+        Ok(spec)
     }
 
     /// Opens the dataset (raw samples, every part).
-    pub(crate) fn open(&self) -> anyhow::Result<Arc<Dataset>> {
+    pub(crate) fn open(&self, spec: &LoaderSpec) -> anyhow::Result<Arc<Dataset>> {
         let options = OpenOptions {
-            split_part: self.split_part(),
-            max_open_shards: self.max_open_shards(),
+            split_part: spec.part(),
+            max_open_shards: spec.max_open_shards(),
             ..OpenOptions::default()
         };
         let dataset = Dataset::open(&self.path, &options)
@@ -98,37 +101,24 @@ impl LoaderArgs {
     /// A loader builder with these settings over `dataset`, turning samples into `T` with `load`.
     pub(crate) fn builder<T, L>(
         &self,
+        spec: &LoaderSpec,
         dataset: Arc<Dataset>,
         load: L,
-    ) -> anyhow::Result<LoaderBuilder<T>>
+    ) -> LoaderBuilder<T>
     where
         T: Send + 'static,
         L: Fn(RawSample) -> energon_cook::Result<Option<T>> + Send + Sync + 'static,
     {
-        let worker_config = WorkerConfig::new(self.rank, self.world_size, self.num_workers)?
-            .with_seed_offset(self.seed_offset);
         let crude = matches!(*dataset, Dataset::Jsonl(_));
-        let mut builder = LoaderBuilder::new(dataset, worker_config, load)
-            .training(!self.val)
-            .shuffle_over_epochs(self.shuffle_over_epochs)
-            .max_samples_per_sequence(self.max_samples_per_sequence)
-            .shuffle_buffer_size(self.shuffle_buffer_size)
-            .batch_size((self.batch_size > 0).then_some(self.batch_size))
-            .drop_last(self.drop_last)
-            .prefetch_factor(self.prefetch_factor);
-        if let Some(p) = self.parallel_shard_iters {
-            builder = builder.parallel_shard_iters(p);
-        }
+        let builder = spec.dataset_builder(dataset, load);
         if crude {
             // COMPAT(energon 7.4.1): JSONL samples are crude; the reference cooks them in a map
             // stage of their own (it shows in the restore keys).
-            builder = builder.cook(|x| Ok(Some(x)));
+            return builder.cook(|x| Ok(Some(x)));
         }
-        Ok(builder)
+        builder
     }
-}
 
-impl LoaderArgs {
     /// A loader builder over the plan of the path (a metadataset, or a dataset as a plan of one
     /// leaf) with these settings (`--shuffle-over-epochs` is the outermost
     /// `shuffle_over_epochs_multiplier`), turning samples into `T` with `load`.
@@ -137,29 +127,9 @@ impl LoaderArgs {
         T: Send + 'static,
         L: Fn(LeafSample) -> energon_cook::Result<Option<T>> + Send + Sync + 'static,
     {
-        let worker_config = WorkerConfig::new(self.rank, self.world_size, self.num_workers)?
-            .with_seed_offset(self.seed_offset);
-        let resolve = ResolveOptions {
-            shuffle_over_epochs_multiplier: Some(self.shuffle_over_epochs),
-            subflavors: None,
-        };
-        let split = energon_mix::resolve_path(&self.path, &self.split_part(), &resolve)
-            .with_context(|| format!("cannot open {}", self.path.display()))?;
-        let options = MixOptions {
-            training: !self.val,
-            repeat: true,
-            max_samples_per_sequence: self.max_samples_per_sequence,
-            parallel_shard_iters: self.parallel_shard_iters,
-        };
-        let plan = MixPlan::new(split, worker_config, options)
-            .with_context(|| format!("cannot open {}", self.path.display()))?;
-        Ok(LoaderBuilder::from_plan(plan, load)
-            // COMPAT(energon 7.4.1): crude leaves are cooked in a map stage of their own.
-            .cook(|x| Ok(Some(x)))
-            .shuffle_buffer_size(self.shuffle_buffer_size)
-            .batch_size((self.batch_size > 0).then_some(self.batch_size))
-            .drop_last(self.drop_last)
-            .prefetch_factor(self.prefetch_factor))
+        let spec = self.spec()?;
+        let plan = spec.plan().with_context(|| format!("cannot open {}", self.path.display()))?;
+        Ok(spec.plan_settings(LoaderBuilder::from_plan(plan, load)).cook(|x| Ok(Some(x))))
     }
 }
 

@@ -9,13 +9,11 @@ mod common;
 mod leaf;
 mod linked;
 
-use std::{path::Path, sync::Arc};
+use std::sync::Arc;
 
 use energon_dist::{WorkerConfig, WorkerSlices};
 use energon_mix::{LeafData, LeafSample, MixOptions, MixPlan, SingleLeaf};
-use energon_reader::{
-    Decoder, FileStore, RawSample, ReaderOptions, Sample, SampleReader, leaf::LeafConfig,
-};
+use energon_reader::{Decoder, FileStore, RawSample, leaf::LeafConfig};
 use serde_json::{Map, Value};
 
 pub(crate) use self::common::{Common, fingerprint};
@@ -59,7 +57,8 @@ pub type BoxStage<T> = Box<dyn Stage<Item = Keyed<T>>>;
 /// 7. virtual epochs (training) or the limit (validation).
 ///
 /// The input is a metadataset's plan ([`LoaderBuilder::from_plan`]) or one dataset
-/// ([`LoaderBuilder::new`], [`LoaderBuilder::open`]), which is planned as a plan of one leaf. The
+/// ([`LoaderBuilder::new`]), which is planned as a plan of one leaf; a
+/// [`LoaderSpec`](crate::LoaderSpec) describes a loader as a value and makes its builder. The
 /// task encoder is [`DefaultTaskEncoder`] unless [`LoaderBuilder::task_encoder`] sets one.
 /// Then one pipeline per worker goes to a [`Loader`]. Defaults follow the reference: training,
 /// `shuffle_over_epochs = 1`, `parallel_shard_iters` 16 for training and 1 for validation, no
@@ -213,53 +212,6 @@ impl<T: Send + 'static> LoaderBuilder<T> {
         *encoder = encoder.clone().encode_with(encode);
         self
     }
-}
-
-impl LoaderBuilder<Sample> {
-    /// A training loader over the dataset `reader` reads: typed samples as its `dataset.yaml`
-    /// says, or crude samples (JSONL files, crude WebDatasets) for the task encoder's cookers,
-    /// with the dataset's subflavors. The task encoder is [`DefaultTaskEncoder::samples`].
-    pub fn from_reader(reader: Arc<SampleReader>, worker_config: WorkerConfig) -> Self {
-        let crude = reader.sample_type() == "CrudeSample";
-        let subflavors = reader.subflavors().cloned();
-        let dataset = Arc::clone(reader.dataset());
-        let mut res = LoaderBuilder::new(dataset, worker_config, move |raw: RawSample| {
-            Ok(Some(reader.build(&raw)?))
-        })
-        .crude(crude)
-        .subflavors(subflavors);
-        res.encoder = Arc::new(DefaultTaskEncoder::samples());
-        res
-    }
-
-    /// Opens the dataset at `path` (a prepared WebDataset or a JSONL file) and makes a training
-    /// loader over it, as [`LoaderBuilder::from_reader`] does.
-    ///
-    /// The reader keeps one shard map per slice the workers read at once (16 per worker, the
-    /// training default of `parallel_shard_iters`), whatever `options.max_open_shards` says, so
-    /// memory stays flat however many shards the dataset has. Use
-    /// [`LoaderBuilder::from_reader`] to choose otherwise.
-    pub fn open(path: &Path, worker_config: WorkerConfig, options: ReaderOptions) -> Result<Self> {
-        let options = ReaderOptions {
-            max_open_shards: max_open_shards(true, None, worker_config.num_workers()),
-            ..options
-        };
-        let reader = SampleReader::open(path, &options)?;
-        Ok(LoaderBuilder::from_reader(Arc::new(reader), worker_config))
-    }
-}
-
-/// How many shard maps a reader should keep open for a loader: one per slice its workers read
-/// at once (`parallel_shard_iters`, 16 for training and 1 for validation, times the workers), as
-/// the reference keeps one tar handle per open slice. More only keep pages of shards nobody
-/// reads any more in memory.
-pub fn max_open_shards(
-    training: bool,
-    parallel_shard_iters: Option<usize>,
-    num_workers: usize,
-) -> usize {
-    let slots = if training { parallel_shard_iters.unwrap_or(16) } else { 1 };
-    (slots * num_workers.max(1)).max(2)
 }
 
 impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {

@@ -77,6 +77,7 @@ mod repeat;
 mod restore_key;
 mod shuffle;
 mod source;
+mod spec;
 mod stage;
 pub mod state;
 
@@ -85,7 +86,7 @@ pub use crate::{
     blend::{Blend, Concat, MixBatch, MixFn, combine_pipelines, mix_batch_pipelines},
     builder::{
         BoxStage, LeafLoad, LoaderBuilder, MapFn, SampleSource, WorkerPipeline, key_worker,
-        max_open_shards, restore_in,
+        restore_in,
     },
     checkpoint::{Checkpoint, LoaderState},
     context::{SampleContext, WorkerInfo},
@@ -102,6 +103,7 @@ pub use crate::{
     restore_key::{KeyPart, LoaderWrapper, RestoreKey, loader_worker_id, split_loader_key},
     shuffle::ShuffleBuffer,
     source::LeafSource,
+    spec::{LeafReader, LoaderSpec, Opened, Subflavors, with_subflavors},
     stage::{FnStage, Keyed, Stage},
     state::StageState,
 };

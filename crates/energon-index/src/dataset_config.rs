@@ -259,6 +259,18 @@ impl DatasetConfig {
         })
     }
 
+    /// Whether the samples are crude: made by Python code in a map stage of their own (a crude
+    /// dataset's by the task encoder's cookers, a custom `sample_loader`'s by that function),
+    /// not by a field map. The one rule for a dataset and a metadataset's leaf (a JSONL file,
+    /// which has no config, is crude too).
+    pub fn yields_crude(&self) -> bool {
+        match self {
+            DatasetConfig::Crude(_) => true,
+            DatasetConfig::Standard(c) => matches!(c.loading, SampleLoading::Custom { .. }),
+            DatasetConfig::Legacy(c) => matches!(c.loading, SampleLoading::Custom { .. }),
+        }
+    }
+
     /// `subflavors`, whatever the form.
     pub fn subflavors(&self) -> Option<&Map<String, Value>> {
         match self {

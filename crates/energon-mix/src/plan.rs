@@ -15,10 +15,7 @@ use std::{
 };
 
 use energon_dist::{WorkerConfig, WorkerSlices, rotation_offsets, shard_workers};
-use energon_index::{
-    DATASET_YAML, NV_META,
-    dataset_config::{DatasetConfig, read_dataset_config},
-};
+use energon_index::{DATASET_YAML, NV_META, dataset_config::read_dataset_config};
 use energon_reader::{
     Dataset, JsonlDataset, OpenOptions, PartFilter, RawSample, WebDataset,
     leaf::{LeafConfig, LeafIter, SliceOrder},
@@ -45,6 +42,18 @@ pub struct MixOptions {
     pub max_samples_per_sequence: Option<u64>,
     /// Slices open at once per worker (default 16 for training, 1 for validation).
     pub parallel_shard_iters: Option<usize>,
+}
+
+impl MixOptions {
+    /// How many shard maps a reader keeps open for a loader with `n_workers` workers (local to
+    /// the rank): one per slice they read at once (`parallel_shard_iters`, 16 for training and
+    /// 1 for validation, times the workers), as the reference keeps one tar handle per open
+    /// slice. More would only keep pages of shards nobody reads any more in memory. The one rule
+    /// for every reader of a loader.
+    pub fn max_open_shards(&self, n_workers: usize) -> usize {
+        let slots = if self.training { self.parallel_shard_iters.unwrap_or(16) } else { 1 };
+        (slots * n_workers.max(1)).max(2)
+    }
 }
 
 impl Default for MixOptions {
@@ -623,16 +632,14 @@ fn open_leaf(leaf: ResolvedLeaf, options: &MixOptions, n_workers: usize) -> Resu
                 parallel_shard_iters = p;
             }
             crude = overrides.crude;
-            // Every worker of this rank reads at most `parallel_shard_iters` slices of this leaf at
-            // once; keeping more shard maps open only grows the resident memory.
-            let slots = if options.training { parallel_shard_iters.unwrap_or(16) } else { 1 };
             let open = OpenOptions {
                 split_part: split_part.clone(),
                 split_config,
                 // Only the parts the dataset's samples are made of, as the reference reads them
                 // (and as their sources list them).
                 part_filter: overrides.part_filter.clone(),
-                max_open_shards: (slots * n_workers.max(1)).max(2),
+                max_open_shards: MixOptions { parallel_shard_iters, ..*options }
+                    .max_open_shards(n_workers),
             };
             let dataset = WebDataset::open(&leaf.path, &open)?;
             let counts = dataset.shard_counts();
@@ -748,7 +755,7 @@ impl DatasetOverrides {
         };
         Ok(DatasetOverrides {
             part_filter: energon_reader::config_part_filter(&config),
-            crude: matches!(config, DatasetConfig::Crude(_)),
+            crude: config.yields_crude(),
             split_part: string("split_part")?,
             split_config: string("split_config")?,
             shuffle_over_epochs: opt_int("shuffle_over_epochs")?,

@@ -2,18 +2,13 @@
 //! (what `get_train_dataset` / `get_val_dataset` return: a dataset or metadataset with its
 //! pipeline settings, from which loaders are built).
 
-use std::{
-    path::{Path, PathBuf},
-    sync::Arc,
-};
+use std::{path::PathBuf, sync::Arc};
 
 use energon_cook::{
-    BoxStage, FailureStats, InlineWorker, Loader, LoaderBuilder, LoaderConfig, LoaderState,
-    WorkerLink, WorkerMessage,
+    BoxStage, FailureStats, InlineWorker, Loader, LoaderBuilder, LoaderConfig, LoaderSpec,
+    LoaderState, Opened, WorkerLink, WorkerMessage,
 };
 use energon_dist::WorkerConfig;
-use energon_index::discover::{DatasetKind, classify};
-use energon_mix::{MixOptions, MixPlan, ResolveOptions, resolve_path};
 use energon_reader::{Dataset, Decoder, ImageDecode, ReaderOptions, SampleReader};
 use pyo3::prelude::*;
 
@@ -21,7 +16,7 @@ use crate::{
     convert::{AvOutput, Converter, Output, av_decode_of, pil_mode},
     encoder::{PyEncoder, WorkerBatch},
     errors::{config_error, to_py_err},
-    hooks::{Hooks, Item},
+    hooks::{Hooks, Item, Primary},
     loader::{LoaderSource, Raw, RustLoader, map_message},
     mix::MixSource,
     sample::sample_to_py,
@@ -43,30 +38,6 @@ pub(crate) fn decoder_of(
     let Some(name) = image_decode else { return Ok((None, av_output)) };
     let image: ImageDecode = pil_mode(name).unwrap_or(name).parse().map_err(config_error)?;
     Ok((Some(Decoder { image, av, guess_content, ..Decoder::default() }), av_output))
-}
-
-/// Opens a [`SampleReader`] with the Python API's decoder settings.
-fn open_reader(
-    path: &Path,
-    split_part: &str,
-    decoder: Option<Decoder>,
-    split_config: Option<String>,
-    dataset_config: Option<String>,
-    max_open_shards: usize,
-) -> PyResult<SampleReader> {
-    let options = ReaderOptions {
-        split_part: split_part.to_owned(),
-        split_config,
-        dataset_config,
-        decoder,
-        // COMPAT(energon 7.4.1): samples carry a dict of subflavors, empty unless the
-        // dataset's own `dataset.yaml` sets some.
-        subflavors: Some(serde_json::Map::new()),
-        max_open_shards,
-        // Python's sample classes take what a field map gives, as the reference's do.
-        loose_fields: true,
-    };
-    SampleReader::open(path, &options).map_err(|e| to_py_err(&e))
 }
 
 /// Imports the user's sample class of a reader's `dataset.yaml`, if it names one, as the
@@ -122,10 +93,21 @@ impl Reader {
         video_decode_audio: bool,
     ) -> PyResult<Self> {
         let (decoder, av) = decoder_of(image_decode, guess_content, av_decode, video_decode_audio)?;
-        let split_part = split_part.to_owned();
-        let reader = py.detach(|| {
-            open_reader(&path, &split_part, decoder, split_config, dataset_config, 64)
-        })?;
+        let options = ReaderOptions {
+            split_part: split_part.to_owned(),
+            split_config,
+            dataset_config,
+            decoder,
+            // COMPAT(energon 7.4.1): samples carry a dict of subflavors, empty unless the
+            // dataset's own `dataset.yaml` sets some.
+            subflavors: Some(serde_json::Map::new()),
+            // Random access over the whole dataset: a fixed number of shards stay mapped.
+            max_open_shards: 64,
+            // Python's sample classes take what a field map gives, as the reference's do.
+            loose_fields: true,
+        };
+        let reader =
+            py.detach(|| SampleReader::open(&path, &options)).map_err(|e| to_py_err(&e))?;
         let pil_images = image_decode.is_some_and(|m| pil_mode(m).is_some());
         Ok(Reader { reader: Arc::new(reader), pil_images, av })
     }
@@ -164,18 +146,7 @@ enum Input {
 #[pyclass(name = "_DatasetSpec", module = "energon_rs._native", frozen)]
 pub(crate) struct DatasetSpec {
     input: Input,
-    worker_config: WorkerConfig,
-    training: bool,
-    batch_size: Option<usize>,
-    drop_last: bool,
-    shuffle_buffer_size: usize,
-    max_samples_per_sequence: Option<u64>,
-    parallel_shard_iters: Option<usize>,
-    shuffle_over_epochs: Option<i64>,
-    virtual_epoch_length: u64,
-    limit: Option<u64>,
-    packing_buffer_size: Option<usize>,
-    repeat: Option<bool>,
+    spec: LoaderSpec,
     hooks: Arc<Hooks>,
 }
 
@@ -230,85 +201,46 @@ impl DatasetSpec {
         let worker_config = WorkerConfig::new(rank, world_size, num_workers)
             .map_err(|e| to_py_err(&e))?
             .with_seed_offset(seed_offset);
-        let kind = py.detach(|| classify(&path)).map_err(|e| to_py_err(&e))?;
-        let input = if kind == DatasetKind::Metadataset {
-            if split_config.is_some() || dataset_config.is_some() {
-                return Err(config_error(
-                    "split_config and dataset_config apply to a dataset, not to a metadataset \
-                     (set them on its entries)",
-                ));
+        let mut spec = LoaderSpec::new(path, worker_config);
+        spec.split_part = Some(split_part.to_owned());
+        spec.training = training;
+        spec.repeat = repeat;
+        spec.shuffle_over_epochs = shuffle_over_epochs;
+        spec.max_samples_per_sequence = max_samples_per_sequence;
+        spec.parallel_shard_iters = parallel_shard_iters;
+        spec.shuffle_buffer_size = shuffle_buffer_size.unwrap_or(0);
+        spec.batch_size = batch_size;
+        spec.drop_last = drop_last;
+        spec.virtual_epoch_length = virtual_epoch_length;
+        spec.limit = limit;
+        spec.packing_buffer_size = packing_buffer_size;
+        spec.leaf = leaf;
+        spec.split_config = split_config;
+        spec.dataset_config = dataset_config;
+        spec.decoder = decoder;
+        // Python's sample classes take what a field map gives, as the reference's do.
+        spec.loose_fields = true;
+        let opened = py.detach(|| spec.open()).map_err(|e| to_py_err(&e))?;
+        let input = match opened {
+            Opened::Dataset(reader) => {
+                check_sample_class(py, &reader)?;
+                let cook = if reader.is_crude() {
+                    let primary = Primary {
+                        path: reader.dataset().path().to_path_buf(),
+                        jsonl: matches!(**reader.dataset(), Dataset::Jsonl(_)),
+                        dataset_config: spec.dataset_config.clone(),
+                    };
+                    hooks.make_cook(py, reader.subflavors(), Vec::new(), primary)?.map(Arc::new)
+                } else {
+                    None
+                };
+                Input::Single { reader, cook }
             }
-            let split_part = split_part.to_owned();
-            let resolve = ResolveOptions {
-                shuffle_over_epochs_multiplier: shuffle_over_epochs,
-                subflavors: None,
-            };
-            let options = MixOptions {
-                training,
-                repeat: repeat.unwrap_or(true),
-                max_samples_per_sequence,
-                parallel_shard_iters,
-            };
-            let plan = py
-                .detach(|| {
-                    let mut split = resolve_path(&path, &split_part, &resolve)?;
-                    if let Some(leaf) = leaf {
-                        // One dataset of the split on its own (`get_val_datasets`).
-                        if leaf >= split.leaves.len() {
-                            return Err(energon_mix::Error::InvalidOption {
-                                option: "leaf",
-                                value: leaf.to_string(),
-                                reason: format!("the split has {} datasets", split.leaves.len()),
-                            });
-                        }
-                        split.leaves = vec![split.leaves.swap_remove(leaf)];
-                    }
-                    MixPlan::new(split, worker_config, options)
-                })
-                .map_err(|e| to_py_err(&e))?;
-            Input::Mix(Arc::new(MixSource::new(py, plan, decoder, &hooks)?))
-        } else {
-            // One shard map per slice the workers read at once, as the reference keeps one tar
-            // handle per open slice.
-            let slots = if training { parallel_shard_iters.unwrap_or(16) } else { 1 };
-            let max_open_shards = (slots * num_workers.max(1)).max(2);
-            let split_part = split_part.to_owned();
-            let reader = py.detach(|| {
-                open_reader(
-                    &path,
-                    &split_part,
-                    decoder,
-                    split_config,
-                    dataset_config,
-                    max_open_shards,
-                )
-            })?;
-            check_sample_class(py, &reader)?;
-            let cook = if reader.sample_type() == "CrudeSample" {
-                let jsonl = matches!(**reader.dataset(), Dataset::Jsonl(_));
-                let primary = (reader.dataset().path().to_path_buf(), jsonl);
-                hooks.make_cook(py, reader.subflavors(), Vec::new(), primary)?.map(Arc::new)
-            } else {
-                None
-            };
-            Input::Single { reader: Arc::new(reader), cook }
+            Opened::Metadataset { plan, leaves } => {
+                Input::Mix(Arc::new(MixSource::new(py, plan, leaves, &hooks)?))
+            }
         };
-        let spec = DatasetSpec {
-            input,
-            worker_config,
-            training,
-            batch_size,
-            drop_last,
-            shuffle_buffer_size: shuffle_buffer_size.unwrap_or(0),
-            max_samples_per_sequence,
-            parallel_shard_iters,
-            shuffle_over_epochs,
-            virtual_epoch_length,
-            limit,
-            packing_buffer_size,
-            repeat,
-            hooks,
-        };
+        let spec = DatasetSpec { input, spec, hooks };
         // Settings are checked now (as the reference does when it builds the dataset), not at
         // the first iteration.
         py.detach(|| spec.check()).map_err(|e| to_py_err(&e))?;
@@ -396,21 +328,11 @@ impl DatasetSpec {
                 Err(err)
             }
         };
-        let mut builder =
-            LoaderBuilder::new(Arc::clone(reader.dataset()), self.worker_config, load)
-                .task_encoder(encoder.clone())
-                .training(self.training)
-                .max_samples_per_sequence(self.max_samples_per_sequence);
-        if let Some(k) = self.shuffle_over_epochs {
-            builder = builder.shuffle_over_epochs(k);
-        }
-        if let Some(p) = self.parallel_shard_iters {
-            builder = builder.parallel_shard_iters(p);
-        }
-        if let Some(repeat) = self.repeat {
-            builder = builder.repeat(repeat);
-        }
-        if reader.sample_type() == "CrudeSample" {
+        let builder =
+            LoaderBuilder::new(Arc::clone(reader.dataset()), self.spec.worker_config, load)
+                .task_encoder(encoder.clone());
+        let mut builder = self.spec.dataset_settings(builder);
+        if reader.is_crude() {
             // COMPAT(energon 7.4.1): crude samples are cooked in a map stage of their own
             // (it shows in the restore keys), with the task encoder's cooker.
             builder = builder.cooker(encoder.cooker(cook.cloned()));
@@ -429,22 +351,10 @@ impl DatasetSpec {
                 let leaves = mix.leaf_loads(&encoder);
                 let builder =
                     LoaderBuilder::with_leaves(mix.plan().clone(), leaves).task_encoder(encoder);
-                // A training plan repeats as its options say; validation repeats on request
-                // (`RepeatDataset` around it).
-                match self.repeat {
-                    Some(repeat) if !self.training => builder.repeat(repeat),
-                    _ => builder,
-                }
+                self.spec.plan_settings(builder)
             }
         };
-        builder
-            .error_policy(self.hooks.error_policy())
-            .shuffle_buffer_size(self.shuffle_buffer_size)
-            .batch_size(self.batch_size)
-            .drop_last(self.drop_last)
-            .virtual_epoch_length(self.virtual_epoch_length)
-            .limit(self.limit)
-            .packing_buffer_size(self.packing_buffer_size)
+        builder.error_policy(self.hooks.error_policy())
     }
 
     /// Every local worker's whole pipeline, of batches or of samples.
@@ -478,7 +388,7 @@ impl DatasetSpec {
                 RustLoader::Samples(builder.build_samples()?)
             });
         };
-        let n_workers = self.worker_config.n_local_workers();
+        let n_workers = self.spec.worker_config.n_local_workers();
         if worker >= n_workers {
             return Err(energon_cook::Error::InvalidSetting {
                 setting: "worker",
@@ -508,7 +418,7 @@ impl DatasetSpec {
 
     /// Whether the loader batches: a batch size, or batching by group.
     pub(crate) fn batches(&self) -> bool {
-        self.batch_size.is_some() || self.hooks.has_group_criterion()
+        self.spec.batch_size.is_some() || self.hooks.has_group_criterion()
     }
 
     /// Checks the settings by assembling every worker's pipeline once.
@@ -540,7 +450,7 @@ impl LoaderSource for DatasetSpec {
     }
 
     fn worker_config(&self) -> WorkerConfig {
-        self.worker_config
+        self.spec.worker_config
     }
 
     fn start(
@@ -570,7 +480,7 @@ impl LoaderSource for DatasetSpec {
     }
 
     fn start_inline(&self, restore: Option<LoaderState>) -> energon_cook::Result<RustLoader> {
-        let n = self.worker_config.n_local_workers();
+        let n = self.spec.worker_config.n_local_workers();
         let stats = FailureStats::default();
         let builder = || self.restored_builder(restore.clone());
         Ok(if self.batches() {

@@ -41,6 +41,14 @@ pub(crate) enum Item {
     Py(Py<PyAny>),
 }
 
+/// The dataset a crude leaf reads, as its cooker may need it: its path, whether it is a JSONL
+/// file, and the config file naming its `sample_loader` (`None`: `dataset.yaml`).
+pub(crate) struct Primary {
+    pub(crate) path: PathBuf,
+    pub(crate) jsonl: bool,
+    pub(crate) dataset_config: Option<String>,
+}
+
 /// The Python callables of a task encoder (a `_HookSet`, `None` without Python hooks), with how
 /// values are handed to them and the error rules that classify their exceptions.
 #[derive(Debug, Default)]
@@ -314,15 +322,15 @@ impl Hooks {
 
     /// The cooking function of one crude dataset, chosen once as the reference's
     /// `build_cook_crude_sample` does: the first cooker matching the dataset's `subflavors`,
-    /// given its auxiliary stores by name and, if it asks for it, its own files (`primary`: the
-    /// dataset path and whether it is a JSONL file). `None` when the task encoder has no
-    /// cookers (crude samples then stay as they are).
+    /// given its auxiliary stores by name and, if it asks for it, its own files (`primary`).
+    /// A dataset whose config names a `sample_loader` is cooked by that function. `None` when
+    /// neither applies (crude samples then stay as they are).
     pub(crate) fn make_cook(
         &self,
         py: Python<'_>,
         subflavors: Option<&Map<String, Value>>,
         aux: Vec<(String, PyFileStore)>,
-        primary: (PathBuf, bool),
+        primary: Primary,
     ) -> PyResult<Option<Py<PyAny>>> {
         let Some(make_cook) = self.hook(|s| &s.make_cook) else { return Ok(None) };
         let conv = Converter::new(py, self.output)?;
@@ -334,8 +342,8 @@ impl Hooks {
         for (name, store) in aux {
             stores.set_item(name, Bound::new(py, store)?)?;
         }
-        let (path, jsonl) = primary;
-        let cook = make_cook.bind(py).call1((subflavors, stores, path, jsonl))?;
+        let Primary { path, jsonl, dataset_config } = primary;
+        let cook = make_cook.bind(py).call1((subflavors, stores, path, jsonl, dataset_config))?;
         Ok((!cook.is_none()).then(|| cook.unbind()))
     }
 

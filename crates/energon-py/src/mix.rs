@@ -11,27 +11,19 @@
 
 use std::sync::Arc;
 
-use energon_cook::{HookError, LeafLoad as CookLeafLoad};
-use energon_mix::{
-    LeafKind, LeafSample, MixPlan, PlannedLeaf, grammar::Joiner, join::JoinedSample,
-};
-use energon_reader::{Decoder, ReaderOptions, Sample, SampleMeta, SampleReader};
+use energon_cook::{HookError, LeafLoad as CookLeafLoad, LeafReader, Subflavors, with_subflavors};
+use energon_mix::{LeafKind, LeafSample, MixPlan, join::JoinedSample};
+use energon_reader::SampleReader;
 use pyo3::{prelude::*, types::PyList};
-use serde_json::{Map as JsonMap, Value};
 
 use crate::{
     convert::Converter,
     dataset::check_sample_class,
     encoder::PyEncoder,
-    errors::to_py_err,
     file_store::PyFileStore,
-    hooks::{Hooks, Item},
+    hooks::{Hooks, Item, Primary},
     sample::sample_to_py,
 };
-
-/// How many shard maps a leaf's own reader keeps open: it only builds samples (the plan's
-/// datasets read them), so it never maps a shard.
-const BUILD_ONLY_OPEN_SHARDS: usize = 1;
 
 /// A metadataset split planned for one rank, with each leaf's way to items.
 pub(crate) struct MixSource {
@@ -62,22 +54,21 @@ impl MixSource {
     pub(crate) fn new(
         py: Python<'_>,
         plan: MixPlan,
-        decoder: Option<Decoder>,
+        readers: Vec<LeafReader>,
         hooks: &Arc<Hooks>,
     ) -> PyResult<Self> {
         let mut leaves = Vec::with_capacity(plan.leaves.len());
-        for planned in &plan.leaves {
-            let build = py.detach(|| leaf_build(planned, decoder)).map_err(|e| to_py_err(&e))?;
-            let build = match build {
-                Built::Sample(reader, subflavors) => {
+        for (planned, reader) in plan.leaves.iter().zip(readers) {
+            let build = match reader {
+                LeafReader::Dataset { reader, subflavors } => {
                     check_sample_class(py, &reader)?;
                     LeafBuild::Sample { reader, subflavors }
                 }
-                Built::Join(readers, joiner) => {
+                LeafReader::Join { readers, joiner, names } => {
                     for (reader, _) in &readers {
                         check_sample_class(py, reader)?;
                     }
-                    let joiner = hooks.make_joiner(py, joiner, names_of(planned))?;
+                    let joiner = hooks.make_joiner(py, joiner, names)?;
                     LeafBuild::Join { readers, joiner }
                 }
             };
@@ -90,8 +81,11 @@ impl MixSource {
                         .iter()
                         .map(|(name, source)| Ok((name.clone(), PyFileStore::of_aux(source)?)))
                         .collect::<PyResult<Vec<_>>>()?;
-                    let jsonl = matches!(planned.leaf.kind, LeafKind::Jsonl);
-                    let primary = (planned.leaf.path.clone(), jsonl);
+                    let primary = Primary {
+                        path: planned.leaf.path.clone(),
+                        jsonl: matches!(planned.leaf.kind, LeafKind::Jsonl),
+                        dataset_config: planned.leaf.dataset_config.clone(),
+                    };
                     hooks.make_cook(py, subflavors, aux, primary)?.map(Arc::new)
                 }
                 _ => None,
@@ -132,75 +126,6 @@ impl MixSource {
     }
 }
 
-/// The names of a join's datasets, when the join is a mapping.
-fn names_of(planned: &PlannedLeaf) -> Option<Vec<String>> {
-    match &planned.leaf.kind {
-        LeafKind::Joined(spec) if spec.named => {
-            Some(spec.sources.iter().map(|s| s.name.clone().unwrap_or_default()).collect())
-        }
-        _ => None,
-    }
-}
-
-type Subflavors = Option<Arc<JsonMap<String, Value>>>;
-
-/// A leaf's sample builders, opened without the GIL.
-enum Built {
-    Sample(Box<SampleReader>, Subflavors),
-    Join(Vec<(SampleReader, Subflavors)>, Joiner),
-}
-
-fn leaf_build(planned: &PlannedLeaf, decoder: Option<Decoder>) -> energon_reader::Result<Built> {
-    let leaf = &planned.leaf;
-    let options = |split_part: &str, split_config: &Option<String>, dataset_config| ReaderOptions {
-        split_part: split_part.to_owned(),
-        split_config: split_config.clone(),
-        dataset_config,
-        decoder,
-        subflavors: None,
-        max_open_shards: BUILD_ONLY_OPEN_SHARDS,
-        // Python's sample classes take what a field map gives, as the reference's do.
-        loose_fields: true,
-    };
-    Ok(match (&leaf.kind, planned.data.dataset()) {
-        (LeafKind::Jsonl, Some(dataset)) => {
-            let reader = SampleReader::crude(dataset, &options("", &None, None));
-            // COMPAT(energon 7.4.1): a leaf's samples carry a dict of subflavors, empty if none.
-            Built::Sample(Box::new(reader), Some(Arc::new(leaf.sample_subflavors(None))))
-        }
-        (LeafKind::Joined(spec), _) => {
-            let mut readers = Vec::with_capacity(spec.sources.len());
-            for source in &spec.sources {
-                let opts = options(
-                    &source.split_part,
-                    &source.split_config,
-                    source.dataset_config.clone(),
-                );
-                let reader = SampleReader::open(&source.path, &opts)?;
-                let mut subflavors = dataset_subflavors(&reader);
-                for (k, v) in source.subflavors.iter().flatten() {
-                    subflavors.insert(k.clone(), v.clone());
-                }
-                readers.push((reader, Some(Arc::new(subflavors))));
-            }
-            Built::Join(readers, spec.joiner.clone())
-        }
-        _ => {
-            let opts = options(&leaf.split_part, &leaf.split_config, leaf.dataset_config.clone());
-            let reader = SampleReader::open(&leaf.path, &opts)?;
-            // COMPAT(energon 7.4.1): dataset_config.py:get_dataset_from_config updates the
-            // dataset's own subflavors with the metadataset's.
-            let subflavors = leaf.sample_subflavors(Some(&dataset_subflavors(&reader)));
-            Built::Sample(Box::new(reader), Some(Arc::new(subflavors)))
-        }
-    })
-}
-
-/// The subflavors of a dataset's own `dataset.yaml` (empty if none).
-fn dataset_subflavors(reader: &SampleReader) -> JsonMap<String, Value> {
-    reader.config().and_then(|c| c.subflavors()).cloned().unwrap_or_default()
-}
-
 impl LeafLoad {
     /// Builds the item of a sample read from this leaf; `None` when the joiner skipped it. A
     /// sample that cannot be built goes to the error handler first, then energon-cook's error
@@ -209,8 +134,7 @@ impl LeafLoad {
         let res = match (&self.build, &sample) {
             (LeafBuild::Sample { reader, subflavors }, LeafSample::Raw(raw)) => reader
                 .build(raw)
-                .and_then(|s| with_subflavors(s, subflavors))
-                .map(|s| Some(Item::Rust(s)))
+                .map(|s| Some(Item::Rust(with_subflavors(s, subflavors))))
                 .map_err(energon_cook::Error::from),
             (LeafBuild::Join { readers, joiner }, LeafSample::Joined(joined)) => {
                 self.join(readers, joiner, joined)
@@ -246,7 +170,7 @@ impl LeafLoad {
         let mut samples = Vec::with_capacity(readers.len());
         for ((reader, subflavors), raw) in readers.iter().zip(joined.samples()) {
             samples.push(match raw {
-                Some(raw) => Some(with_subflavors(reader.build(raw)?, subflavors)?),
+                Some(raw) => Some(with_subflavors(reader.build(raw)?, subflavors)),
                 None => None,
             });
         }
@@ -296,51 +220,4 @@ fn sample_path(sample: &LeafSample) -> std::path::PathBuf {
         LeafSample::Raw(raw) => raw.dataset.to_path_buf(),
         LeafSample::Joined(joined) => joined.primary().dataset.to_path_buf(),
     }
-}
-
-/// The sample with these subflavors, when given.
-fn with_subflavors(mut sample: Sample, subflavors: &Subflavors) -> energon_reader::Result<Sample> {
-    let Some(subflavors) = subflavors else { return Ok(sample) };
-    if sample.meta().subflavors.as_ref() == Some(subflavors) {
-        return Ok(sample);
-    }
-    let type_name = sample.type_name().to_owned();
-    let path = sample.meta().sources.first().map(|s| s.dataset_path.to_path_buf());
-    match meta_mut(&mut sample) {
-        Some(meta) => {
-            meta.subflavors = Some(Arc::clone(subflavors));
-            Ok(sample)
-        }
-        None => Err(energon_reader::Error::Unsupported {
-            path: path.unwrap_or_default(),
-            reason: format!("energon_rs cannot set the subflavors of a {type_name}"),
-        }),
-    }
-}
-
-/// The base fields of a sample, to change them.
-fn meta_mut(sample: &mut Sample) -> Option<&mut SampleMeta> {
-    macro_rules! variants {
-        ($($variant:ident),*) => {
-            match sample {
-                $( Sample::$variant(s) => Some(&mut s.meta), )*
-                _ => None,
-            }
-        };
-    }
-    variants!(
-        Plain,
-        Captioning,
-        Image,
-        ImageClassification,
-        Interleaved,
-        MultiChoiceVqa,
-        Ocr,
-        SimilarityInterleaved,
-        Text,
-        Vqa,
-        VqaOcr,
-        VidQa,
-        Crude
-    )
 }

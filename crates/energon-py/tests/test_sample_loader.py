@@ -52,3 +52,16 @@ def test_a_missing_loader_function_is_a_config_error(with_loader):
         ds = energon_rs.get_val_dataset(with_loader, split_part="train", worker_config=WC,
                                         batch_size=None, dataset_config="dataset_bad.yaml")
         next(iter(energon_rs.get_loader(ds)))
+
+
+def test_a_metadataset_leaf_with_a_loader_function_is_made_by_it(with_loader, tmp_path):
+    meta = tmp_path / "meta.yaml"
+    meta.write_text(
+        "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n  train:\n"
+        f"    path: {with_loader}\n    dataset_config: dataset_loader.yaml\n"
+    )
+    ds = energon_rs.get_val_dataset(meta, split_part="train", worker_config=WC, batch_size=None)
+    samples = list(energon_rs.get_loader(ds))
+    assert len(samples) == 200
+    assert all(isinstance(s, energon_rs.CaptioningSample) for s in samples)
+    assert all(s.__key__.startswith("k") and s.caption == s.caption.upper() for s in samples)

@@ -172,6 +172,13 @@ impl SampleReader {
         }
     }
 
+    /// Whether the samples are crude, to be made by Python code or cooked by the task
+    /// encoder's cookers in a map stage of their own: a JSONL file, a crude dataset, a custom
+    /// `sample_loader` ([`DatasetConfig::yields_crude`]).
+    pub fn is_crude(&self) -> bool {
+        self.config.as_ref().is_none_or(DatasetConfig::yields_crude)
+    }
+
     /// The class of the samples when it is not a built-in type: the samples are
     /// [`Sample::Fields`], for the caller to build the class from.
     pub fn sample_class(&self) -> Option<&ClassRef> {

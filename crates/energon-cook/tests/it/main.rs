@@ -8,5 +8,6 @@ mod mix_traces;
 mod plans;
 mod props;
 mod resume;
+mod spec;
 mod stages;
 mod util;

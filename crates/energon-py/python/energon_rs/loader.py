@@ -183,7 +183,7 @@ def _dataset(
         raise TypeError(f"unexpected keyword arguments: {sorted(kwargs)}")
     if shuffle_over_epochs is None:
         shuffle_over_epochs = shuffle_over_epochs_multiplier if training else 1
-    hooks = _hooks(task_encoder, worker_config, torch, dataset_config)
+    hooks = _hooks(task_encoder, worker_config, torch)
     spec = _native._DatasetSpec(
         os.fspath(path),
         split_part=split_part,

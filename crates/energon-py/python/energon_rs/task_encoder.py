@@ -522,11 +522,8 @@ def _set_restore_key(sample: Any, restore_key: tuple) -> Any:
     return sample
 
 
-def _hooks(
-    task_encoder: TaskEncoder, worker_config: Any, torch: bool, dataset_config: Optional[str] = None
-) -> Any:
-    """The hook set the native pipeline runs (`_native._HookSet`); `dataset_config` is the
-    dataset's config file name (`dataset.yaml` when `None`)."""
+def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> Any:
+    """The hook set the native pipeline runs (`_native._HookSet`)."""
     default_tolerance = getattr(
         task_encoder, "__default_failure_tolerance__", DEFAULT_FAILURE_TOLERANCE
     ) or 0
@@ -551,15 +548,20 @@ def _hooks(
         return store if decoder is None else DecodeFileStore(store, decoder=decoder, torch=torch)
 
     def make_cook(
-        subflavors: Optional[dict], aux: dict, primary_path: str, primary_jsonl: bool
+        subflavors: Optional[dict],
+        aux: dict,
+        primary_path: str,
+        primary_jsonl: bool,
+        primary_config: Optional[str] = None,
     ) -> Optional[Callable[..., Any]]:
         """The cooking function of one crude dataset (chosen once, as the reference does when
         it builds the dataset); `None` without cookers: crude samples stay as they are. A
-        dataset whose config has a Python `sample_loader` is cooked by it."""
+        dataset whose config (`primary_config`, default `dataset.yaml`) has a Python
+        `sample_loader` is cooked by it."""
         if not primary_jsonl:
             from .sample_loader import sample_loader_of
 
-            loader = sample_loader_of(primary_path, dataset_config)
+            loader = sample_loader_of(primary_path, primary_config)
             if loader is not None:
                 return _hook(loader)
         if not task_encoder.cookers:

@@ -86,6 +86,15 @@ macro_rules! sample_types {
                 }
             }
 
+            /// The base fields, to change them (a metadataset sets its leaves' subflavors).
+            pub fn meta_mut(&mut self) -> &mut SampleMeta {
+                match self {
+                    $( Sample::$variant(s) => &mut s.meta, )*
+                    Sample::Crude(s) => &mut s.meta,
+                    Sample::Fields(s) => &mut s.meta,
+                }
+            }
+
             /// The fields of the sample's type (base fields excluded) in declaration order;
             /// for a crude sample, its parts.
             pub fn fields(&self) -> Vec<(&str, FieldValue<'_>)> {
