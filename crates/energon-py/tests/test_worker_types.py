@@ -219,6 +219,30 @@ def test_spawned_workers_rebuild_the_dataset():
         assert take(threads, 10) == got
 
 
+def combined(kind):
+    """Datasets built separately and combined (each with its own task encoder and batch size)."""
+    from energon_rs.wrappers import BlendDataset, ConcatDataset, MixBatchDataset
+
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)
+    a = train(batch_size=4)
+    b = energon_rs.get_val_dataset(
+        REF_SMALL, split_part="train", worker_config=wc, batch_size=3, task_encoder=Upper()
+    )
+    if kind == "blend":
+        return BlendDataset((a, 1.0), (b, 2.0))
+    if kind == "concat":
+        return ConcatDataset(b, a)
+    return MixBatchDataset((train(batch_size=1), 1.0), (train(batch_size=1, nw=2), 3.0), batch_size=5)
+
+
+@pytest.mark.parametrize("kind", ["blend", "concat", "mix"])
+def test_spawned_workers_make_combined_datasets_again(kind):
+    with energon_rs.get_loader(combined(kind), worker_type="spawn") as spawned:
+        got = take(spawned, 12)
+    with energon_rs.get_loader(combined(kind), worker_type="thread") as threads:
+        assert take(threads, 12) == got
+
+
 def test_iterating_again_continues_the_same_workers():
     ds = train(path=REF_SMALL, batch_size=None)
     wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)

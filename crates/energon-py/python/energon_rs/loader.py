@@ -82,6 +82,16 @@ class Dataset(SavableDataset):
         self._arguments: dict = {}
         self._hooks: Any = None
 
+    def _recipe(self) -> tuple:
+        """How a worker process that did not fork (spawn, forkserver) makes this dataset again:
+        a picklable function and its argument."""
+        if not self._arguments:
+            raise ValueError(
+                f"a worker process that does not fork cannot make this {type(self).__name__} "
+                "again: use worker_type='fork'"
+            )
+        return (_dataset_of, self._arguments)
+
     def _with(self, **changes: Any) -> "Dataset":
         """The same dataset with some of its settings changed (a new pipeline)."""
         arguments = {**self._arguments, **changes}
@@ -132,6 +142,11 @@ class Dataset(SavableDataset):
 
     def __repr__(self) -> str:
         return f"Dataset({self._config!r})"
+
+
+def _dataset_of(arguments: dict) -> "Dataset":
+    """The dataset of `get_train_dataset` / `get_val_dataset` arguments (`Dataset._recipe`)."""
+    return _dataset(**arguments)
 
 
 def _dataset(

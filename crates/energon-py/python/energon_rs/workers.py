@@ -168,7 +168,7 @@ def load_error(data: bytes, worker: int, pid: int) -> BaseException:
 
 def _serve(
     spec: Any,
-    arguments: Optional[dict],
+    recipe: Optional[tuple],
     worker: int,
     sock: socket.socket,
     prefetch: int,
@@ -192,9 +192,9 @@ def _serve(
         torch.set_num_threads(1)
     try:
         if spec is None:
-            from .loader import _dataset
-
-            spec = _dataset(**arguments)._spec
+            # Made again from its recipe (`Dataset._recipe`): spawned workers share nothing.
+            make, argument = recipe
+            spec = make(argument)._spec
         _native.serve_worker(spec, worker, sock.fileno(), prefetch=prefetch, restore=restore)
     except BrokenPipeError:
         pass
@@ -219,14 +219,8 @@ class ProcessWorkers:
         n = max(1, dataset.worker_config.num_workers)
         context = multiprocessing.get_context(method)
         forked = method == "fork"
-        arguments = None
-        if not forked:
-            arguments = getattr(dataset, "_arguments", None)
-            if not arguments:
-                raise ValueError(
-                    f"worker_type {method!r} rebuilds the dataset in each worker from its arguments, "
-                    "which this dataset does not have (a combined dataset): use worker_type='fork'"
-                )
+        # A worker that does not fork makes the dataset again from its recipe.
+        recipe = None if forked else dataset._recipe()
         if forked and getattr(dataset, "_config", {}).get("torch"):
             # Tensors come out of the workers, and this process takes them in: importing torch
             # now, before the fork, shares its few hundred MB with the workers instead of each
@@ -246,7 +240,7 @@ class ProcessWorkers:
                     target=_serve,
                     args=(
                         dataset._spec if forked else None,
-                        arguments,
+                        recipe,
                         worker,
                         theirs,
                         prefetch_factor,

@@ -255,6 +255,12 @@ class _Combined(Dataset):
         super().__init__(spec, wc, config)
         self.datasets = datasets
         self._hooks = datasets[0]._hooks
+        #: What `_recipe` needs beyond the datasets: set by each combination.
+        self._combination: Any = None
+
+    def _recipe(self) -> tuple:
+        parts = [d._recipe() for d in self.datasets]
+        return (_combined_of, (type(self), parts, self._combination))
 
     def _with(self, **changes: Any) -> "Dataset":
         raise NotImplementedError("combined datasets cannot be changed by energon_rs yet")
@@ -276,6 +282,26 @@ class _Combined(Dataset):
         return sum(d.items_per_pass() for d in self.datasets)
 
 
+def _combined_of(argument: tuple) -> Dataset:
+    """Datasets combined again from their recipes (`_Combined._recipe`), in a worker process
+    that did not fork."""
+    kind, parts, combination = argument
+    datasets = [make(part) for make, part in parts]
+    if kind is ConcatDataset:
+        return ConcatDataset(*datasets)
+    if kind is MixBatchDataset:
+        weights, batch_size, batch_mix_fn = combination
+        return MixBatchDataset(
+            *zip(datasets, weights), batch_size=batch_size, batch_mix_fn=batch_mix_fn
+        )
+    return kind(*zip(datasets, combination))
+
+
+def _as_list(batches: list) -> list:
+    """The default `batch_mix_fn`: the list of the blended batches."""
+    return batches
+
+
 class BlendDataset(_Combined):
     """Datasets built separately, blended: each item is drawn from a dataset chosen by weight
     with the worker's blend stream, as the reference's `BlendDataset` (a dataset whose pass ends
@@ -286,6 +312,7 @@ class BlendDataset(_Combined):
         super().__init__(
             [d for d, _ in dataset_weights], [float(w) for _, w in dataset_weights], worker_config
         )
+        self._combination = [w for _, w in dataset_weights]
 
 
 class ConcatDataset(_Combined):
@@ -307,7 +334,7 @@ class MixBatchDataset(_Combined):
         self,
         *dataset_weights: tuple,
         batch_size: int,
-        batch_mix_fn: Callable[[list], Any] = lambda x: x,
+        batch_mix_fn: Callable[[list], Any] = _as_list,
         worker_config: Any = None,
     ) -> None:
         from .task_encoder import _hooks
@@ -331,6 +358,7 @@ class MixBatchDataset(_Combined):
         super().__init__(
             datasets, [float(w) for _, w in dataset_weights], worker_config, (batch_size, hooks)
         )
+        self._combination = ([w for _, w in dataset_weights], batch_size, batch_mix_fn)
 
 
 
