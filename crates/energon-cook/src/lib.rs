@@ -95,8 +95,8 @@ pub use crate::{
     error::{ConfigDifference, Error, Result, message_with_causes},
     hook::{BoxError, Generator, HookError, HookResult, Outputs},
     loader::{
-        InlineWorker, Loaded, Loader, LoaderConfig, WorkerLink, WorkerMessage, WorkerStart,
-        serve_worker,
+        InlineWorker, Loaded, Loader, LoaderConfig, LoaderStart, WorkerLink, WorkerMessage,
+        WorkerStart, serve_worker,
     },
     policy::{ErrorPolicy, FailureStats, HookCounts},
     repeat::Repeat,

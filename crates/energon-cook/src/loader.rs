@@ -16,8 +16,10 @@ use std::{
 use crossbeam_channel::Sender;
 use energon_dist::WorkerConfig;
 
+mod start;
 mod worker;
 
+pub use start::LoaderStart;
 use worker::resume;
 pub use worker::{InlineWorker, WorkerLink, WorkerMessage, WorkerStart, serve_worker};
 
@@ -172,38 +174,6 @@ impl<I: Send + 'static> Loader<I> {
     pub fn new(pipelines: Vec<Box<dyn Stage<Item = I>>>, config: LoaderConfig) -> Result<Self> {
         let options = StartOptions { checkpoint_every: 1, ..StartOptions::default() };
         Loader::start(pipelines, config, options)
-    }
-
-    /// A loader over the pipelines of `worker_config`'s local workers (one without workers, run
-    /// in the caller's thread), which its saved states and restore keys name by their rank and
-    /// global worker ids (such as the pipelines of [`combine_pipelines`](crate::combine_pipelines)).
-    pub fn for_workers(
-        pipelines: Vec<Box<dyn Stage<Item = I>>>,
-        worker_config: WorkerConfig,
-        prefetch_factor: usize,
-    ) -> Result<Self> {
-        let config = LoaderConfig { num_workers: worker_config.num_workers(), prefetch_factor };
-        let options = StartOptions {
-            checkpoint_every: 1,
-            meta: Meta { worker_config: Some(worker_config), ..Meta::default() },
-            ..StartOptions::default()
-        };
-        Loader::start(pipelines, config, options)
-    }
-
-    /// A loader over links to the fresh pipelines of `worker_config`'s local workers, which run
-    /// elsewhere (see [`Loader::for_workers`]; each link's worker serves its pipeline with
-    /// [`serve_worker`] from a fresh [`WorkerStart`], or is an [`InlineWorker`]).
-    pub fn for_linked_workers(
-        links: Vec<Box<dyn WorkerLink<I>>>,
-        worker_config: WorkerConfig,
-    ) -> Result<Self> {
-        let options = StartOptions {
-            checkpoint_every: 1,
-            meta: Meta { worker_config: Some(worker_config), ..Meta::default() },
-            ..StartOptions::default()
-        };
-        Loader::linked(links, options)
     }
 
     /// A loader over `pipelines` (built as those of the loader that saved `state`) that

@@ -7,9 +7,9 @@
 use std::sync::Arc;
 
 use energon_cook::{
-    BoxStage, FailureStats, InlineWorker, Keyed, Loader, LoaderConfig, LoaderState, MixBatch,
-    MixFn, WorkerLink, WorkerMessage, WorkerStart, combine_pipelines, key_worker,
-    mix_batch_pipelines, restore_in, serve_worker,
+    BoxStage, FailureStats, InlineWorker, Keyed, Loader, LoaderConfig, LoaderStart, LoaderState,
+    MixBatch, MixFn, WorkerLink, WorkerMessage, checkpoint::PipelineConfig, combine_pipelines,
+    key_worker, mix_batch_pipelines, restore_in, serve_worker,
 };
 use energon_dist::WorkerConfig;
 use pyo3::prelude::*;
@@ -157,6 +157,32 @@ fn batch_to_py<'py>(
     }
 }
 
+impl CombinedSpec {
+    /// How the combined loader starts: what its checkpoints record (every dataset's
+    /// configuration, the weights and the mixing), and the state to continue from.
+    fn loader_start(
+        &self,
+        prefetch_factor: usize,
+        restore: Option<LoaderState>,
+    ) -> energon_cook::Result<LoaderStart> {
+        let mut config = PipelineConfig::default();
+        for (i, child) in self.children.iter().enumerate() {
+            for (key, value) in child.get().config()?.0 {
+                config.insert(format!("combined.{i}.{key}"), value);
+            }
+        }
+        config.insert("combined.weights", format!("{:?}", self.weights));
+        if let Some(mix) = &self.mix {
+            config.insert("combined.mix_batch_size", mix.batch_size);
+        }
+        let mut start = LoaderStart::new(self.worker_config);
+        start.config = config;
+        start.prefetch_factor = prefetch_factor;
+        start.restore = restore;
+        Ok(start)
+    }
+}
+
 impl LoaderSource for CombinedSpec {
     fn all_hooks(&self) -> Vec<Arc<Hooks>> {
         let children = self.children.iter().map(|c| Arc::clone(c.get().hooks()));
@@ -173,23 +199,31 @@ impl LoaderSource for CombinedSpec {
         worker: Option<usize>,
         restore: Option<LoaderState>,
     ) -> energon_cook::Result<RustLoader> {
-        no_restore(restore.as_ref())?;
-        let cfg = self.worker_config;
+        let Some(w) = worker else {
+            let start = self.loader_start(prefetch_factor, restore)?;
+            return Ok(match self.pipelines()? {
+                Pipelines::Samples(p) => RustLoader::Samples(start.start(p)?),
+                Pipelines::Batches(p) => RustLoader::Batches(start.start(p)?),
+            });
+        };
+        // One worker's pipeline in this thread, from its start (a torch DataLoader worker
+        // process, which saves no state).
+        if restore.is_some() {
+            return Err(energon_cook::Error::InvalidSetting {
+                setting: "restore",
+                value: "a saved state".to_owned(),
+                reason: "one worker's pipeline on its own starts fresh",
+            });
+        }
         let one = LoaderConfig { num_workers: 0, prefetch_factor };
-        Ok(match (self.pipelines()?, worker) {
-            (Pipelines::Samples(p), None) => {
-                RustLoader::Samples(Loader::for_workers(p, cfg, prefetch_factor)?)
-            }
-            (Pipelines::Batches(p), None) => {
-                RustLoader::Batches(Loader::for_workers(p, cfg, prefetch_factor)?)
-            }
-            (Pipelines::Samples(mut p), Some(w)) if w < p.len() => {
+        Ok(match self.pipelines()? {
+            Pipelines::Samples(mut p) if w < p.len() => {
                 RustLoader::Samples(Loader::new(vec![p.swap_remove(w)], one)?)
             }
-            (Pipelines::Batches(mut p), Some(w)) if w < p.len() => {
+            Pipelines::Batches(mut p) if w < p.len() => {
                 RustLoader::Batches(Loader::new(vec![p.swap_remove(w)], one)?)
             }
-            (_, Some(w)) => {
+            _ => {
                 return Err(energon_cook::Error::InvalidSetting {
                     setting: "worker",
                     value: w.to_string(),
@@ -204,28 +238,26 @@ impl LoaderSource for CombinedSpec {
         workers: Vec<ProcessWorker>,
         restore: Option<LoaderState>,
     ) -> energon_cook::Result<RustLoader> {
-        no_restore(restore.as_ref())?;
-        let cfg = self.worker_config;
+        let start = self.loader_start(1, restore)?;
         let hooks = &self.all_hooks()[0];
         let workers = workers.into_iter().enumerate();
         Ok(if self.batches() {
             let links = workers.map(|(w, p)| p.link(w, hooks, batch_item)).collect();
-            RustLoader::Batches(Loader::for_linked_workers(links, cfg)?)
+            RustLoader::Batches(start.start_linked(links)?)
         } else {
             let links = workers.map(|(w, p)| p.link(w, hooks, sample_item)).collect();
-            RustLoader::Samples(Loader::for_linked_workers(links, cfg)?)
+            RustLoader::Samples(start.start_linked(links)?)
         })
     }
 
     fn start_inline(&self, restore: Option<LoaderState>) -> energon_cook::Result<RustLoader> {
-        no_restore(restore.as_ref())?;
-        let cfg = self.worker_config;
+        let start = self.loader_start(1, restore)?;
         Ok(match self.pipelines()? {
             Pipelines::Samples(p) => {
-                RustLoader::Samples(Loader::for_linked_workers(inline_all(p), cfg)?)
+                RustLoader::Samples(start.start_linked(inline_all(p, &start)?)?)
             }
             Pipelines::Batches(p) => {
-                RustLoader::Batches(Loader::for_linked_workers(inline_all(p), cfg)?)
+                RustLoader::Batches(start.start_linked(inline_all(p, &start)?)?)
             }
         })
     }
@@ -236,8 +268,7 @@ impl LoaderSource for CombinedSpec {
         restore: Option<LoaderState>,
         send: &mut dyn FnMut(WorkerMessage<Raw>) -> bool,
     ) -> energon_cook::Result<()> {
-        no_restore(restore.as_ref())?;
-        let start = WorkerStart::default();
+        let start = self.loader_start(1, restore)?.worker_start(worker)?;
         let bad = || energon_cook::Error::InvalidSetting {
             setting: "worker",
             value: worker.to_string(),
@@ -257,26 +288,17 @@ impl LoaderSource for CombinedSpec {
     }
 }
 
-/// Combined datasets start fresh: restoring them is not supported.
-fn no_restore(restore: Option<&LoaderState>) -> energon_cook::Result<()> {
-    match restore {
-        None => Ok(()),
-        Some(_) => Err(energon_cook::Error::InvalidSetting {
-            setting: "restore",
-            value: "a saved state".to_owned(),
-            reason: "restoring combined datasets (BlendDataset, ConcatDataset, MixBatchDataset) \
-                     is not supported yet",
-        }),
-    }
-}
-
-/// Every pipeline as a worker pulled in the loader's thread, from its start.
-fn inline_all<T: 'static>(pipelines: Vec<BoxStage<T>>) -> Vec<Box<dyn WorkerLink<Keyed<T>>>> {
+/// Every pipeline as a worker pulled in the loader's thread, from where `start` says.
+fn inline_all<T: 'static>(
+    pipelines: Vec<BoxStage<T>>,
+    start: &LoaderStart,
+) -> energon_cook::Result<Vec<Box<dyn WorkerLink<Keyed<T>>>>> {
     pipelines
         .into_iter()
-        .map(|p| {
-            Box::new(InlineWorker::new(p, WorkerStart::default(), 1))
-                as Box<dyn WorkerLink<Keyed<T>>>
+        .enumerate()
+        .map(|(w, p)| {
+            Ok(Box::new(InlineWorker::new(p, start.worker_start(w)?, 1))
+                as Box<dyn WorkerLink<Keyed<T>>>)
         })
         .collect()
 }

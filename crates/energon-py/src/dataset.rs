@@ -6,7 +6,7 @@ use std::{path::PathBuf, sync::Arc};
 
 use energon_cook::{
     BoxStage, FailureStats, InlineWorker, Loader, LoaderBuilder, LoaderConfig, LoaderSpec,
-    LoaderState, Opened, WorkerLink, WorkerMessage,
+    LoaderState, Opened, WorkerLink, WorkerMessage, checkpoint::PipelineConfig,
 };
 use energon_dist::WorkerConfig;
 use energon_reader::{Dataset, Decoder, ImageDecode, ReaderOptions, SampleReader};
@@ -414,6 +414,11 @@ impl DatasetSpec {
             Some(state) => builder.restore_state(state),
             None => builder,
         }
+    }
+
+    /// The configuration this dataset's loader records in its checkpoints.
+    pub(crate) fn config(&self) -> energon_cook::Result<PipelineConfig> {
+        self.builder().config()
     }
 
     /// Whether the loader batches: a batch size, or batching by group.

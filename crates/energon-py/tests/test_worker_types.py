@@ -243,6 +243,37 @@ def test_spawned_workers_make_combined_datasets_again(kind):
         assert take(threads, 12) == got
 
 
+@pytest.mark.parametrize("kind", ["blend", "concat", "mix"])
+@pytest.mark.parametrize("saved_by,restored_by", [("thread", "process"), ("process", "main"), ("main", "thread")])
+def test_combined_datasets_restore_exactly_under_each_worker_type(kind, saved_by, restored_by):
+    loader = energon_rs.get_savable_loader(combined(kind), worker_type=saved_by)
+    it = iter(loader)
+    for _ in range(5):
+        next(it)
+    state = loader.save_state_rank()
+    want = [digest(next(it)) for _ in range(8)]
+    loader.close()
+    restored = energon_rs.get_savable_loader(combined(kind), worker_type=restored_by)
+    restored.restore_state_rank(state)
+    with restored:
+        assert take(restored, 8) == want
+
+
+def test_a_combined_state_restores_only_into_the_same_combination():
+    from energon_rs.wrappers import BlendDataset
+
+    loader = energon_rs.get_savable_loader(combined("blend"))
+    next(iter(loader))
+    state = loader.save_state_rank()
+    loader.close()
+    other = BlendDataset((train(batch_size=4), 1.0), (train(batch_size=4), 1.0))
+    restored = energon_rs.get_savable_loader(other)
+    with pytest.raises(energon_rs.EnergonError, match="combined"):
+        restored.restore_state_rank(state)
+        next(iter(restored))
+    restored.close()
+
+
 def test_iterating_again_continues_the_same_workers():
     ds = train(path=REF_SMALL, batch_size=None)
     wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)

@@ -1,7 +1,7 @@
 //! The reference's resume traces: save after 5 batches, restore in a fresh loader, the next 5
 //! batches are the reference's.
 
-use energon_cook::{Batch, Keyed, LoaderBuilder, LoaderWrapper, RestoreKey};
+use energon_cook::{Batch, Keyed, LoaderBuilder, LoaderStart, LoaderWrapper, RestoreKey};
 use energon_dist::WorkerConfig;
 
 use crate::util::{dataset, expected, through_file};
@@ -143,7 +143,7 @@ fn restore_keys_of_another_worker_or_form_are_refused() {
 
 #[test]
 fn separately_built_pipelines_blend_and_concatenate_with_loader_keys() {
-    use energon_cook::{Loader, combine_pipelines, key_worker, restore_in};
+    use energon_cook::{combine_pipelines, key_worker, restore_in};
     let cfg = WorkerConfig::new(1, 2, 2).unwrap();
     let child = |batch_size: usize| {
         LoaderBuilder::new(dataset(), cfg, |raw| Ok(Some(raw.key)))
@@ -154,7 +154,7 @@ fn separately_built_pipelines_blend_and_concatenate_with_loader_keys() {
     };
     for weights in [Some(&[2.0f32, 8.0][..]), None] {
         let pipelines = combine_pipelines(vec![child(2), child(5)], weights, &cfg).unwrap();
-        let mut loader = Loader::for_workers(pipelines, cfg, 2).unwrap();
+        let mut loader = LoaderStart::new(cfg).start(pipelines).unwrap();
         let items = loader_items(&mut loader, 60);
         let sizes: Vec<usize> = items.iter().map(|(_, _, _, s)| s.len()).collect();
         match weights {
@@ -178,11 +178,63 @@ fn separately_built_pipelines_blend_and_concatenate_with_loader_keys() {
 }
 
 #[test]
+fn separately_built_pipelines_restore_exactly_under_the_same_configuration() {
+    use energon_cook::{
+        Checkpoint, Error, InlineWorker, WorkerLink, checkpoint::PipelineConfig, combine_pipelines,
+    };
+    let cfg = WorkerConfig::new(0, 1, 2).unwrap();
+    let child = |batch_size: usize| {
+        LoaderBuilder::new(dataset(), cfg, |raw| Ok(Some(raw.key)))
+            .batch_size(Some(batch_size))
+            .shuffle_buffer_size(16)
+            .batch_worker_pipelines(&Default::default())
+            .unwrap()
+    };
+    let make = || combine_pipelines(vec![child(2), child(5)], Some(&[2.0, 8.0]), &cfg).unwrap();
+    let mut config = PipelineConfig::default();
+    config.insert("combined.weights", "[2.0, 8.0]");
+    let mut start = LoaderStart::new(cfg);
+    start.config = config.clone();
+    let mut loader = start.start(make()).unwrap();
+    loader_items(&mut loader, 13);
+    let state = through_file(loader.save_state().unwrap(), false);
+    let want = loader_items(&mut loader, 20);
+    let mut restored = start;
+    restored.restore = Some(state.clone());
+    // In worker threads, and in workers that run elsewhere (here: pulled inline).
+    assert_eq!(loader_items(&mut restored.start(make()).unwrap(), 20), want);
+    let links = make()
+        .into_iter()
+        .enumerate()
+        .map(|(w, p)| {
+            let start = restored.worker_start(w).unwrap();
+            Box::new(InlineWorker::new(p, start, 1)) as Box<dyn WorkerLink<_>>
+        })
+        .collect();
+    assert_eq!(loader_items(&mut restored.start_linked(links).unwrap(), 20), want);
+    // Another combination (other weights) or another rank refuses the state.
+    let mut other = restored.clone();
+    config.insert("combined.weights", "[1.0, 1.0]");
+    other.config = config;
+    let err = other.start(make()).err().unwrap();
+    assert!(matches!(err, Error::ConfigMismatch { .. }), "{err}");
+    let mut other = restored.clone();
+    other.worker_config = WorkerConfig::new(1, 2, 2).unwrap();
+    assert!(matches!(other.start(make()).err().unwrap(), Error::BadState { .. }));
+    // A state reshaped for other workers cannot be dealt over combined pipelines.
+    let mut reshaped = restored;
+    let checkpoint = Checkpoint { ranks: vec![state] };
+    reshaped.restore = Some(checkpoint.reshape(1, Some(3)).unwrap().ranks.swap_remove(0));
+    reshaped.worker_config = WorkerConfig::new(0, 1, 3).unwrap();
+    assert!(reshaped.start(make()).is_err());
+}
+
+#[test]
 fn separately_built_pipelines_mix_into_batches_that_keys_make_again() {
     use std::sync::Arc;
 
     use energon_cook::{
-        FailureStats, Loader, MixBatch, MixFn, Outputs, key_worker, mix_batch_pipelines, restore_in,
+        FailureStats, MixBatch, MixFn, Outputs, key_worker, mix_batch_pipelines, restore_in,
     };
     let cfg = WorkerConfig::new(0, 1, 2).unwrap();
     let child = |tag: &'static str| {
@@ -205,7 +257,7 @@ fn separately_built_pipelines_mix_into_batches_that_keys_make_again() {
         };
         mix_batch_pipelines(vec![child("a"), child("b")], &[2.0, 8.0], mix, &cfg).unwrap()
     };
-    let mut loader = Loader::for_workers(make(), cfg, 2).unwrap();
+    let mut loader = LoaderStart::new(cfg).start(make()).unwrap();
     let mut again = make();
     let mut from_a = 0;
     for step in 0..40u64 {
