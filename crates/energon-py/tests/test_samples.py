@@ -151,6 +151,43 @@ def test_torch_option_returns_tensors_sharing_memory(ref_small, wc2):
     assert t.data_ptr() == image.ctypes.data
 
 
+def test_items_come_pinned_where_cuda_is_as_the_references_loader_pins_them(ref_small, wc2, monkeypatch):
+    from conftest import torch_or_skip
+
+    torch = torch_or_skip()
+
+    def dataset(**kwargs):
+        return energon_rs.get_train_dataset(
+            ref_small, worker_config=wc2, batch_size=4, shuffle_buffer_size=None,
+            max_samples_per_sequence=None, **kwargs,
+        )
+
+    pinned = []
+
+    def pin(self, *args):
+        pinned.append(tuple(self.shape))
+        return self
+
+    monkeypatch.setattr(torch.Tensor, "pin_memory", pin)
+    # No CUDA device: nothing is pinned (torch's DataLoader pins only with one).
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with energon_rs.get_loader(dataset(torch=True)) as loader:
+        assert not loader.pin_memory
+        next(iter(loader))
+    assert pinned == []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for worker_type in ("thread", "process"):
+        pinned.clear()
+        with energon_rs.get_savable_loader(dataset(torch=True), worker_type=worker_type) as loader:
+            assert loader.pin_memory
+            batch = next(iter(loader))
+        assert isinstance(batch, energon_rs.CaptioningSample)
+        assert pinned == [(4, 3, 32, 32)], worker_type
+    # numpy arrays are not torch's to pin.
+    with energon_rs.get_loader(dataset()) as loader:
+        assert not loader.pin_memory
+
+
 def test_plain_dataclass_subclasses_redeclare_the_base_fields():
     # Task samples written for the reference (Megatron-LM's among them) redeclare the base fields
     # without defaults under a plain `@dataclass` and add more after them. The base's slots keep

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import warnings
 import weakref
 from typing import Any, Iterator, Optional, Union
@@ -18,6 +19,7 @@ from typing import Any, Iterator, Optional, Union
 from . import _native
 from .debug_log import DebugLog
 from .load import _LeafDataset, _LoadedMetadataset, load_dataset
+from .sample import _pin_memory
 from .task_encoder import DefaultTaskEncoder, TaskEncoder, _hooks
 from .worker import WorkerConfig
 from .workers import ProcessWorkers, start_method
@@ -394,6 +396,16 @@ def LimitDataset(  # noqa: N802 (the reference's class name)
     return dataset._with(limit=length)
 
 
+def _pins_memory(dataset: Dataset) -> bool:
+    """Whether a loader of `dataset` pins its items' memory: they hold torch tensors and torch
+    sees a CUDA device (torch's DataLoader pins only then)."""
+    parts = getattr(dataset, "datasets", None) or [dataset]
+    if not all(d._config.get("torch") for d in parts):
+        return False
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.cuda.is_available()
+
+
 class BasicDataLoader:
     """Iterates a dataset with `worker_config.num_workers` workers: threads of this process,
     processes of their own, or in turn in one thread (`worker_type`, see `energon_rs.workers`).
@@ -422,6 +434,9 @@ class BasicDataLoader:
         self._waiting: Any = None
         self._restore: Optional[bytes] = None
         self._watchdog = watchdog
+        #: Whether items come out with their torch tensors in pinned memory: torch tensors and
+        #: CUDA at hand, as the reference's torch DataLoader (`pin_memory=True`) pins them.
+        self.pin_memory = _pins_memory(dataset)
         kind = "SavableLoader" if self._savable else "BasicDataLoader"
         self._debug = DebugLog.of(self.worker_config, kind, dataset.config())
 
@@ -457,6 +472,8 @@ class BasicDataLoader:
 
     def __iter__(self) -> Iterator[Any]:
         items = iter(self._loader())
+        if self.pin_memory:
+            items = map(_pin_memory, items)
         if self._watchdog is not None:
             self._watchdog.workers = self._workers
             self._watchdog.waiting = self._waiting
