@@ -141,17 +141,24 @@ fn restore_keys_of_another_worker_or_form_are_refused() {
     assert!(err.to_string().contains("('Webdataset', 3) is not one of a"), "{err}");
 }
 
+/// The worker pipelines of a dataset built on its own (keys in batches of `batch_size`), to
+/// combine with others.
+fn child_batches(
+    cfg: WorkerConfig,
+    batch_size: usize,
+) -> Vec<energon_cook::BoxStage<Batch<String>>> {
+    LoaderBuilder::new(dataset(), cfg, |raw| Ok(Some(raw.key)))
+        .batch_size(Some(batch_size))
+        .shuffle_buffer_size(16)
+        .batch_worker_pipelines(&Default::default())
+        .unwrap()
+}
+
 #[test]
 fn separately_built_pipelines_blend_and_concatenate_with_loader_keys() {
     use energon_cook::{combine_pipelines, key_worker, restore_in};
     let cfg = WorkerConfig::new(1, 2, 2).unwrap();
-    let child = |batch_size: usize| {
-        LoaderBuilder::new(dataset(), cfg, |raw| Ok(Some(raw.key)))
-            .batch_size(Some(batch_size))
-            .shuffle_buffer_size(16)
-            .batch_worker_pipelines(&Default::default())
-            .unwrap()
-    };
+    let child = |batch_size| child_batches(cfg, batch_size);
     for weights in [Some(&[2.0f32, 8.0][..]), None] {
         let pipelines = combine_pipelines(vec![child(2), child(5)], weights, &cfg).unwrap();
         let mut loader = LoaderStart::new(cfg).start(pipelines).unwrap();
@@ -183,13 +190,7 @@ fn separately_built_pipelines_restore_exactly_under_the_same_configuration() {
         Checkpoint, Error, InlineWorker, WorkerLink, checkpoint::PipelineConfig, combine_pipelines,
     };
     let cfg = WorkerConfig::new(0, 1, 2).unwrap();
-    let child = |batch_size: usize| {
-        LoaderBuilder::new(dataset(), cfg, |raw| Ok(Some(raw.key)))
-            .batch_size(Some(batch_size))
-            .shuffle_buffer_size(16)
-            .batch_worker_pipelines(&Default::default())
-            .unwrap()
-    };
+    let child = |batch_size| child_batches(cfg, batch_size);
     let make = || combine_pipelines(vec![child(2), child(5)], Some(&[2.0, 8.0]), &cfg).unwrap();
     let mut config = PipelineConfig::default();
     config.insert("combined.weights", "[2.0, 8.0]");
