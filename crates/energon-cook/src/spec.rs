@@ -217,9 +217,14 @@ impl LoaderSpec {
         }
     }
 
+    /// What the path is.
+    fn kind(&self) -> Result<DatasetKind> {
+        Ok(classify(&self.path).map_err(energon_reader::Error::from)?)
+    }
+
     /// Whether the path is a metadataset.
     pub fn is_metadataset(&self) -> Result<bool> {
-        Ok(classify(&self.path).map_err(energon_reader::Error::from)? == DatasetKind::Metadataset)
+        Ok(self.kind()? == DatasetKind::Metadataset)
     }
 
     /// The plan of the path for this rank: a metadataset's split (or its one leaf), or a
@@ -257,8 +262,15 @@ impl LoaderSpec {
     /// Opens the path with typed readers: a dataset's reader, or a metadataset's plan and each
     /// leaf's readers.
     pub fn open(&self) -> Result<Opened> {
-        if !self.is_metadataset()? {
-            let reader = SampleReader::open(&self.path, &self.reader_options())?;
+        let kind = self.kind()?;
+        if kind != DatasetKind::Metadataset {
+            let mut options = self.reader_options();
+            if kind == DatasetKind::Jsonl {
+                // COMPAT(energon 7.4.1): a JSONL file's own records carry no subflavors (None),
+                // where a WebDataset's samples carry a dict.
+                options.subflavors = None;
+            }
+            let reader = SampleReader::open(&self.path, &options)?;
             return Ok(Opened::Dataset(Arc::new(reader)));
         }
         let plan = self.plan()?;

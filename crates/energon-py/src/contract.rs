@@ -50,6 +50,9 @@ pub(crate) struct HookSet {
     /// processes by default).
     #[pyo3(get)]
     per_sample_python: bool,
+    /// Whether the default batching gives `__subflavors__` as one dict of lists (a plain
+    /// `TaskEncoder`'s `generic_batch`) instead of one dict per sample (`DefaultTaskEncoder`).
+    pub(crate) subflavors_by_key: bool,
 }
 
 #[pymethods]
@@ -57,7 +60,8 @@ impl HookSet {
     #[new]
     #[pyo3(signature = (
         *, handler, skip_error, fatal_errors, fatal_error, torch, config,
-        failure_tolerance, hook_tolerances, per_sample_python, lazy = None,
+        failure_tolerance, hook_tolerances, per_sample_python, subflavors_by_key = false,
+        lazy = None,
         encode_sample = None, preencode_sample = None, postencode_sample = None,
         select_samples_to_pack = None, pack_selected_samples = None, batch_group_criterion = None,
         batch = None, default_batch = None, encode_batch = None, make_cook = None,
@@ -74,6 +78,7 @@ impl HookSet {
         failure_tolerance: u64,
         hook_tolerances: BTreeMap<String, u64>,
         per_sample_python: bool,
+        subflavors_by_key: bool,
         lazy: Option<Py<PyType>>,
         encode_sample: Option<Py<PyAny>>,
         preencode_sample: Option<Py<PyAny>>,
@@ -112,6 +117,7 @@ impl HookSet {
             set_cache_pool,
             torch,
             per_sample_python,
+            subflavors_by_key,
         }
     }
 

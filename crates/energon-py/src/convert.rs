@@ -27,6 +27,7 @@ use crate::buffer::Buffer;
 
 static SAMPLE_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 static FROM_NUMPY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static GENERIC_BATCH: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static PIL_FROM_ARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static AV_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
@@ -42,12 +43,15 @@ pub(crate) struct Output {
     pub(crate) pil_images: bool,
     /// What audio and video parts kept as bytes become.
     pub(crate) av: AvOutput,
+    /// A batch's `__subflavors__` as one dict of lists (the reference's `generic_batch`, which
+    /// a plain `TaskEncoder` batches with), not one dict per sample (`DefaultTaskEncoder`'s).
+    pub(crate) subflavors_by_key: bool,
 }
 
 impl Output {
     /// numpy arrays, or torch tensors with `torch`; images as arrays.
     pub(crate) fn tensors(torch: bool) -> Self {
-        Output { torch, pil_images: false, av: AvOutput::default() }
+        Output { torch, ..Output::default() }
     }
 }
 
@@ -114,6 +118,7 @@ pub(crate) struct Converter<'py> {
     from_numpy: Option<Bound<'py, PyAny>>,
     pil_from_array: Option<Bound<'py, PyAny>>,
     av: AvOutput,
+    subflavors_by_key: bool,
     /// Where the values being converted come from (dataset, shard, key), for the errors of
     /// the media decoders made from them.
     origin: RefCell<String>,
@@ -129,7 +134,7 @@ impl<'py> Converter<'py> {
     /// A converter; with `output.torch`, tensors become `torch.Tensor`s (`torch.from_numpy`, no
     /// copy); with `output.pil_images`, decoded images become PIL images.
     pub(crate) fn new(py: Python<'py>, output: Output) -> PyResult<Self> {
-        let Output { torch, pil_images, av } = output;
+        let Output { torch, pil_images, av, subflavors_by_key } = output;
         let classes = SAMPLE_MODULE
             .get_or_try_init(py, || Ok::<_, PyErr>(py.import("energon_rs.sample")?.unbind()))?
             .bind(py)
@@ -150,7 +155,15 @@ impl<'py> Converter<'py> {
         } else {
             None
         };
-        Ok(Converter { py, classes, from_numpy, pil_from_array, av, origin: RefCell::default() })
+        Ok(Converter {
+            py,
+            classes,
+            from_numpy,
+            pil_from_array,
+            av,
+            subflavors_by_key,
+            origin: RefCell::default(),
+        })
     }
 
     /// Sets where the next values come from (see [`origin_of`]).
@@ -165,6 +178,24 @@ impl<'py> Converter<'py> {
             .get_or_try_init(py, || Ok::<_, PyErr>(py.import("energon_rs.av")?.unbind()))?
             .bind(py)
             .clone())
+    }
+
+    /// A batch's `__subflavors__` from one dict per sample: the list as it is, or one dict of
+    /// lists (`generic_batch`) where the loader's task encoder batches so or the samples are
+    /// crude dicts (the reference's rules).
+    pub(crate) fn batch_subflavors(
+        &self,
+        per_sample: Bound<'py, PyList>,
+        crude: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if !(self.subflavors_by_key || crude) || per_sample.is_empty() {
+            return Ok(per_sample.into_any());
+        }
+        let py = self.py;
+        let generic_batch = GENERIC_BATCH.get_or_try_init(py, || {
+            Ok::<_, PyErr>(py.import("energon_rs.task_encoder")?.getattr("generic_batch")?.unbind())
+        })?;
+        generic_batch.bind(py).call1((per_sample,))
     }
 
     /// The interpreter.

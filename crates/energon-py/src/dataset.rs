@@ -128,7 +128,10 @@ impl Reader {
     fn read(&self, py: Python<'_>, index: u64, torch: bool) -> PyResult<Option<Py<PyAny>>> {
         let reader = Arc::clone(&self.reader);
         let sample = py.detach(move || reader.read(index)).map_err(|e| to_py_err(&e))?;
-        let conv = Converter::new(py, Output { torch, pil_images: self.pil_images, av: self.av })?;
+        let conv = Converter::new(
+            py,
+            Output { torch, pil_images: self.pil_images, av: self.av, ..Output::default() },
+        )?;
         sample.map(|s| Ok(sample_to_py(&conv, s, None)?.unbind())).transpose()
     }
 }

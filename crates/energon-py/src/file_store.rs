@@ -143,7 +143,7 @@ impl PyFileStore {
             return Ok(None);
         };
         let pil_images = image_decode.is_some_and(|m| pil_mode(m).is_some());
-        let conv = Converter::new(py, Output { torch, pil_images, av })?;
+        let conv = Converter::new(py, Output { torch, pil_images, av, ..Output::default() })?;
         conv.set_origin(format!("{}, file {name}", self.store.path().display()));
         let pair = (conv.decoded(value)?, conv.source_info(source)?);
         Ok(Some(pair.into_pyobject(py)?.into_any()))

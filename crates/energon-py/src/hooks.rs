@@ -105,7 +105,11 @@ impl Hooks {
     /// The hooks of a `_HookSet` (see [`HookSet`]).
     pub(crate) fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
         let set = obj.cast::<HookSet>()?;
-        let (output, rules) = (Output::tensors(set.get().torch), Arc::clone(&set.get().rules));
+        let output = Output {
+            subflavors_by_key: set.get().subflavors_by_key,
+            ..Output::tensors(set.get().torch)
+        };
+        let rules = Arc::clone(&set.get().rules);
         Ok(Hooks { set: Some(set.clone().unbind()), output, errors: Errors::new(rules) })
     }
 

@@ -154,7 +154,7 @@ impl Collated {
         }
         kwargs.set_item("__key__", keys)?;
         kwargs.set_item("__restore_key__", conv.restore_key(&self.restore_key)?)?;
-        kwargs.set_item("__subflavors__", subflavors)?;
+        kwargs.set_item("__subflavors__", conv.batch_subflavors(subflavors, self.crude)?)?;
         kwargs.set_item("__sources__", sources)?;
         for (name, column) in self.columns {
             let value = match column {

@@ -40,3 +40,35 @@ def test_default_batches_have_the_reference_structure(tmp_path):
     for case in want:
         for field in want[case]:
             assert got[case][field] == want[case][field], (case, field)
+
+
+class _Plain(energon_rs.TaskEncoder):
+    """A task encoder that is not a DefaultTaskEncoder: the reference batches it with
+    `generic_batch`, field by field."""
+
+
+class _Cook(energon_rs.DefaultTaskEncoder):
+    cookers = [energon_rs.Cooker(lambda sample: sample)]
+
+
+def test_subflavors_of_a_batch_follow_the_task_encoders_batching(tmp_path):
+    # The reference (megatron-energon 7.4.1): DefaultTaskEncoder.batch keeps `__subflavors__` one
+    # dict per sample; TaskEncoder.batch (generic_batch) makes one dict of lists, as does any
+    # batching of crude dicts (a JSONL file's records have none: a list of None).
+    yaml = tmp_path / "mds.yaml"
+    yaml.write_text(
+        "__module__: megatron.energon\n__class__: MetadatasetV2\nsplits:\n  train:\n"
+        f"    path: {REF_SMALL}\n    subflavors: {{source: fixture}}\n"
+    )
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=1)
+
+    def first(task_encoder, path=yaml):
+        ds = energon_rs.get_val_dataset(path, split_part="train", worker_config=wc, batch_size=3,
+                                        task_encoder=task_encoder)
+        with energon_rs.get_loader(ds) as loader:
+            return next(iter(loader))
+
+    assert first(energon_rs.DefaultTaskEncoder()).__subflavors__ == [{"source": "fixture"}] * 3
+    assert first(_Plain()).__subflavors__ == {"source": ["fixture"] * 3}
+    crude = first(_Cook(), REF_SMALL / "jsonl" / "data.jsonl")
+    assert crude["__subflavors__"] == [None, None, None]

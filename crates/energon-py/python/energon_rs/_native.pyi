@@ -190,6 +190,7 @@ class _HookSet:
         failure_tolerance: int,
         hook_tolerances: dict[str, int],
         per_sample_python: bool,
+        subflavors_by_key: bool = False,
         lazy: Optional[type] = None,
         encode_sample: Any = None,
         preencode_sample: Any = None,

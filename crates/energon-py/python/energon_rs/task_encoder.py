@@ -33,7 +33,7 @@ from .cache import (
     unpickle_part,
 )
 from .rng import SystemRng
-from .sample import CrudeSample, SourceInfo
+from .sample import CrudeSample, Sample, SourceInfo
 
 __all__ = [
     "Cooker",
@@ -277,8 +277,9 @@ def batch_list(batch: list) -> Any:
 
 
 def generic_batch(batch: list) -> Any:
-    """The reference's default batching: tensors padded and stacked, dicts and dataclasses per
-    field, anything else as a list."""
+    """The reference's generic batching (a plain `TaskEncoder`'s `batch`): tensors padded and
+    stacked, dicts and dataclasses field by field (`__subflavors__` too: one dict of lists),
+    anything else as a list."""
     first = batch[0]
     if _is_tensor(first):
         return batch_pad_stack(batch)
@@ -288,16 +289,27 @@ def generic_batch(batch: list) -> Any:
         if hasattr(first, "from_samples"):
             return first.from_samples(batch)  # type: ignore[attr-defined]
         return type(first)(
-            **{
-                f.name: (
-                    [getattr(s, f.name) for s in batch]
-                    if f.name == "__subflavors__"
-                    else generic_batch([getattr(s, f.name) for s in batch])
-                )
-                for f in dataclasses.fields(first)
-            }
+            **{f.name: generic_batch([getattr(s, f.name) for s in batch]) for f in dataclasses.fields(first)}
         )
     return list(batch)
+
+
+def _default_batch(batch: list) -> Any:
+    """`DefaultTaskEncoder`'s batching: `generic_batch`, but the `__subflavors__` of samples
+    (instances of `Sample`) stay one dict per sample, as the reference's does."""
+    first = batch[0]
+    if not isinstance(first, Sample) or hasattr(first, "from_samples"):
+        return generic_batch(batch)
+    return type(first)(
+        **{
+            f.name: (
+                [getattr(s, f.name) for s in batch]
+                if f.name == "__subflavors__"
+                else generic_batch([getattr(s, f.name) for s in batch])
+            )
+            for f in dataclasses.fields(first)
+        }
+    )
 
 
 #: The call a hook is in, per thread: set from the Rust stage's context before each call.
@@ -401,7 +413,7 @@ class DefaultTaskEncoder(
 
     def batch(self, samples: list) -> Any:
         """The default batching, then conversion to `raw_batch_type` if set."""
-        batch = generic_batch(samples)
+        batch = _default_batch(samples)
         return batch if self._raw_batch_type is None else _convert(batch, self._raw_batch_type)
 
     def encode_batch(self, batch: Any) -> Any:
@@ -636,6 +648,9 @@ def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> Any:
             tolerances["cook_crude_sample"] = _tolerance(c.cook, default_tolerance)
             break
     hooks = {name: hook(name) for name in _HOOKS}
+    # The batching a task encoder gets without its own `batch`: `DefaultTaskEncoder`'s, or a
+    # plain `TaskEncoder`'s generic one (they differ in `__subflavors__`).
+    default = isinstance(task_encoder, DefaultTaskEncoder)
     return _native._HookSet(
         handler=worker_config.global_error_handler,
         skip_error=SkipSample,
@@ -649,7 +664,8 @@ def _hooks(task_encoder: TaskEncoder, worker_config: Any, torch: bool) -> Any:
         # processes by default: `energon_rs.loader._worker_type`).
         per_sample_python=bool(overridden) or bool(task_encoder.cookers),
         lazy=_Lazy,
-        default_batch=_hook(generic_batch),
+        default_batch=_hook(_default_batch if default else generic_batch),
+        subflavors_by_key=not default,
         make_cook=make_cook,
         make_joiner=make_joiner,
         set_cache_pool=set_cache_pool,
