@@ -1,7 +1,7 @@
-//! Tidy checks: the architecture's dependency rules and the file conventions, checked in `cargo test`.
+//! Tidy checks: the file conventions, checked in `cargo test` (the dependency rules are in
+//! `layering`).
 
 use std::{
-    collections::BTreeMap,
     fs,
     path::{Path, PathBuf},
 };
@@ -62,59 +62,6 @@ fn no_rust_file_is_too_long() {
         })
         .collect();
     assert!(bad.is_empty(), "files over {MAX_LINES} lines (split them): {bad:#?}");
-}
-
-/// The `[dependencies]` names of a crate's manifest (not dev-dependencies).
-fn dependencies(manifest: &Path) -> Vec<String> {
-    let text = fs::read_to_string(manifest).unwrap();
-    let mut res = Vec::new();
-    let mut in_deps = false;
-    for line in text.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            in_deps = line == "[dependencies]";
-            continue;
-        }
-        if in_deps && !line.is_empty() && !line.starts_with('#') {
-            let name = line.split(['.', '=', ' ']).next().unwrap().trim();
-            res.push(name.to_owned());
-        }
-    }
-    res
-}
-
-#[test]
-fn crate_dependencies_follow_the_layering() {
-    // Each crate may depend only on the energon crates listed here (ARCHITECTURE.md, Code Map).
-    let allowed: BTreeMap<&str, &[&str]> = BTreeMap::from([
-        ("energon-dist", &[][..]),
-        ("energon-index", &["energon-dist"][..]),
-        ("energon-reader", &["energon-index", "energon-dist"][..]),
-        ("energon-mix", &["energon-reader", "energon-index", "energon-dist"][..]),
-        ("energon-cook", &["energon-mix", "energon-reader", "energon-index", "energon-dist"][..]),
-    ]);
-    let root = repo_root();
-    for (krate, ok) in &allowed {
-        let deps = dependencies(&root.join("crates").join(krate).join("Cargo.toml"));
-        for dep in deps.iter().filter(|d| d.starts_with("energon-")) {
-            assert!(ok.contains(&dep.as_str()), "{krate} must not depend on {dep}");
-        }
-    }
-    // Only energon-index links SQLite; only energon-py links Python.
-    for entry in fs::read_dir(root.join("crates")).unwrap() {
-        let dir = entry.unwrap().path();
-        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let deps = dependencies(&dir.join("Cargo.toml"));
-        if name != "energon-index" {
-            assert!(!deps.iter().any(|d| d == "rusqlite"), "{name} must not depend on rusqlite");
-        }
-        if name != "energon-py" {
-            assert!(
-                !deps.iter().any(|d| d == "pyo3" || d == "numpy"),
-                "{name} must not link Python"
-            );
-        }
-    }
 }
 
 #[test]
