@@ -79,3 +79,59 @@ fn nothing_reads_outside_the_repository() {
         .collect();
     assert!(bad.is_empty(), "files that read outside the repository: {bad:#?}");
 }
+
+/// The backticked words of `text`.
+fn backticked(text: &str) -> impl Iterator<Item = &str> {
+    text.split('`').skip(1).step_by(2)
+}
+
+#[test]
+fn every_module_and_path_architecture_md_names_exists() {
+    let root = repo_root();
+    let text = fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let mut missing = Vec::new();
+    // Paths of the repository.
+    let roots = ["crates/", "tests/", "scripts/", "docs/", "examples/", "benches/"];
+    for word in backticked(&text) {
+        if roots.iter().any(|r| word.starts_with(r))
+            && !word.contains(' ')
+            && !root.join(word).exists()
+        {
+            missing.push(word.to_owned());
+        }
+    }
+    // In each crate's section, the modules its bullets start with (`a`, `b::c`: ...).
+    let mut krate: Option<&str> = None;
+    for line in text.lines() {
+        if line.starts_with('#') {
+            krate = line.strip_prefix("### `crates/").and_then(|rest| rest.split('`').next());
+            continue;
+        }
+        let (Some(krate), Some(lead)) = (krate, line.strip_prefix("- ")) else { continue };
+        let lead = lead.split(':').next().unwrap();
+        // Parenthesised remarks name types and settings, not modules.
+        let mut plain = String::new();
+        let mut depth = 0;
+        for c in lead.chars() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                _ if depth == 0 => plain.push(c),
+                _ => {}
+            }
+        }
+        for name in backticked(&plain) {
+            let module = name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == ':');
+            if !module {
+                continue;
+            }
+            let path = root.join("crates").join(krate).join("src").join(name.replace("::", "/"));
+            if !path.with_extension("rs").is_file() && !path.is_dir() {
+                missing.push(format!("{krate}: module `{name}`"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "ARCHITECTURE.md names what does not exist: {missing:#?}");
+}
