@@ -22,6 +22,7 @@ mod fnmatch;
 mod image;
 pub mod prepare;
 mod sniff;
+#[cfg(any(test, feature = "synth"))]
 pub mod synth;
 #[cfg(feature = "video")]
 mod video;
