@@ -292,31 +292,32 @@ where
             if let Some(item) =
                 Pending::next_from(&mut self.pending, &self.env, &mut self.guard, key)?
             {
+                self.dropped = 0;
                 return Ok(Some(item));
             }
+            // Inputs repeated forever that all give nothing (skipped, or generators that yield
+            // nothing) would keep this loop going forever.
+            let len_worker = self.inner.len_worker();
+            if len_worker > 0 && self.dropped >= 2 * len_worker {
+                return Err(Error::AllDropped {
+                    hook: self.hook,
+                    worker: self.env.worker.local,
+                    dropped: self.dropped,
+                    len_worker,
+                });
+            }
             let Some(item) = self.inner.next()? else { return Ok(None) };
+            // Counted until an output comes.
+            self.dropped += 1;
             let index = self.index;
             self.index += 1;
             let ctx = self.env.context(index);
             let res = (self.f)(item.value, &ctx);
             let input = item.restore_key;
-            let Some(outputs) = self.guard.handle(res, || input.to_string())? else {
-                // Inputs repeated forever, all dropped, would keep this loop going forever.
-                self.dropped += 1;
-                let len_worker = self.inner.len_worker();
-                if len_worker > 0 && self.dropped >= 2 * len_worker {
-                    return Err(Error::AllDropped {
-                        hook: self.hook,
-                        worker: self.env.worker.local,
-                        dropped: self.dropped,
-                        len_worker,
-                    });
-                }
-                continue;
-            };
-            self.dropped = 0;
+            let Some(outputs) = self.guard.handle(res, || input.to_string())? else { continue };
             match Pending::start(outputs, vec![input], index, ctx.item_index()) {
                 Started::One(value, inputs) => {
+                    self.dropped = 0;
                     let restore_key = map_key("MapDataset", index, None, &inputs[0]);
                     return Ok(Some(Keyed { restore_key, value }));
                 }

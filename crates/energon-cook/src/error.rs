@@ -43,7 +43,7 @@ pub enum Error {
     /// in a row; with samples repeated forever, the loader would wait forever.
     #[error(
         "worker {worker}: {hook} dropped all of {dropped} samples in a row (two passes over its \
-         {len_worker} samples; every sample skipped or failed): nothing to load"
+         {len_worker} samples; every sample skipped, failed or yielding nothing): nothing to load"
     )]
     AllDropped {
         /// The hook.

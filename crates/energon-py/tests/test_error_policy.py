@@ -179,3 +179,21 @@ def test_skipping_every_sample_of_a_training_loader_is_an_error(ref_small, worke
     )
     with pytest.raises(energon_rs.LoaderError, match="encode_sample dropped all of 200 samples"):
         next(iter(energon_rs.get_loader(ds, worker_type=worker_type)))
+
+
+@pytest.mark.parametrize("worker_type", ["thread", "process"])
+def test_a_generator_hook_that_never_yields_is_an_error(ref_small, worker_type):
+    """The same for an `encode_sample` generator that yields nothing for any sample."""
+
+    class YieldNothing(energon_rs.DefaultTaskEncoder):
+        def encode_sample(self, sample):
+            return
+            yield sample
+
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)
+    ds = energon_rs.get_train_dataset(
+        ref_small, worker_config=wc, batch_size=2, shuffle_buffer_size=None,
+        max_samples_per_sequence=None, task_encoder=YieldNothing(),
+    )
+    with pytest.raises(energon_rs.LoaderError, match="encode_sample dropped all of 200 samples"):
+        next(iter(energon_rs.get_loader(ds, worker_type=worker_type)))

@@ -94,6 +94,49 @@ fn failing(fail: fn(u64) -> HookResult<u64>, tolerance: u64) -> energon_cook::Lo
         .unwrap()
 }
 
+/// An encoder whose `encode_sample` gives no value for any sample (a generator that yields
+/// nothing), or for all but one key.
+struct Nothing(Option<&'static str>);
+
+impl TaskEncoder for Nothing {
+    type Sample = String;
+    type Encoded = String;
+    type Batch = Batch<String>;
+    type Output = Batch<String>;
+
+    fn hooks(&self) -> Hooks {
+        Hooks { encode_sample: true, ..Hooks::NONE }
+    }
+
+    fn encode_sample(&self, key: String, _: &SampleContext) -> HookResult<Outputs<String>> {
+        Ok(Outputs::Many(if Some(key.as_str()) == self.0 { vec![key] } else { Vec::new() }))
+    }
+}
+
+#[test]
+fn hooks_that_give_nothing_for_two_passes_end_the_loader_instead_of_looping() {
+    let cfg = WorkerConfig::new(0, 1, 0).unwrap();
+    let loader = |encoder| {
+        LoaderBuilder::new(dataset(), cfg, |raw| Ok(Some(raw.key)))
+            .task_encoder(encoder)
+            .build_samples()
+            .unwrap()
+    };
+    let err = loader(Nothing(None)).next().unwrap().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::AllDropped { hook: "encode_sample", dropped: 400, len_worker: 200, .. }
+        ),
+        "{err}"
+    );
+    // One sample of the 200 gives a value: the loader goes on, pass after pass.
+    let mut loader = loader(Nothing(Some("00000123")));
+    for _ in 0..5 {
+        assert_eq!(loader.next().unwrap().unwrap().value.value, "00000123");
+    }
+}
+
 #[test]
 fn failures_are_dropped_counted_and_stop_the_loader_at_the_tolerance() {
     // Every other sample fails: never 3 in a row.
