@@ -2,9 +2,19 @@
 
 use std::{fs, path::Path, time::Instant};
 
-use energon_cook::LoaderBuilder;
-use energon_reader::RawSample;
+use energon_cook::{LoaderBuilder, LoaderSpec};
+use energon_dist::WorkerConfig;
+use energon_reader::{OpenOptions, RawSample};
 use energon_tests::WdsSpec;
+
+/// How a training loader of `num_workers` workers opens `path`'s raw samples: as many shard
+/// maps as its workers read slices at once (the loaders' one rule, [`LoaderSpec::max_open_shards`]).
+pub fn open_options(path: &Path, num_workers: usize) -> anyhow::Result<OpenOptions> {
+    let spec = LoaderSpec::new(path, WorkerConfig::new(0, 1, num_workers)?);
+    let mut options = OpenOptions::default();
+    options.max_open_shards = spec.max_open_shards();
+    Ok(options)
+}
 
 /// Peak resident set size of this process in MiB (`VmHWM`), if the platform reports it.
 pub fn peak_rss_mb() -> Option<f64> {

@@ -46,7 +46,9 @@ fn remote_reads_of_one_object() {
         unsafe { std::env::set_var(key, value) };
     }
     // One read-ahead request in flight per thread.
-    assert!(storage::configure(StorageOptions { in_flight: 1, ..StorageOptions::from_env() }));
+    let mut options = StorageOptions::from_env();
+    options.in_flight = 1;
+    assert!(storage::configure(options));
     a_waited_for_read_never_queues_behind_read_ahead(&proxy, &data);
     an_object_replaced_between_reads_is_an_error(&server, dir.path(), &data);
 }

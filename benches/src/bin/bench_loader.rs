@@ -11,7 +11,7 @@ use energon_index::{
     dataset_config::write_standard_dataset_yaml,
     prepare::{PrepareOptions, prepare_dataset},
 };
-use energon_reader::{Dataset, Decoder, ImageDecode, OpenOptions, ReaderOptions, SampleReader};
+use energon_reader::{Dataset, Decoder, ImageDecode, ReaderOptions, SampleReader};
 use energon_tests::WdsSpec;
 
 /// Load a generated, prepared dataset (64x64 JPEG + txt + json per sample) with the training
@@ -65,15 +65,11 @@ fn main() -> anyhow::Result<()> {
     let image: ImageDecode = args.image_decode.parse().map_err(anyhow::Error::msg)?;
     for (decode, num_workers) in [(false, 0), (false, 2), (true, 0), (true, 2)] {
         let reset = energon_bench::reset_peak_rss();
-        // One open shard per slice read at once (16 per worker), as the reference keeps one tar
-        // handle per open slice.
-        let max_open_shards = 16 * num_workers.max(1);
+        let open = energon_bench::open_options(&args.dir, num_workers)?;
         let (rate, first_s) = if decode {
-            let options = ReaderOptions {
-                decoder: Some(Decoder { image, ..Decoder::default() }),
-                max_open_shards,
-                ..ReaderOptions::default()
-            };
+            let mut options = ReaderOptions::default();
+            options.decoder = Some(Decoder { image, ..Decoder::default() });
+            options.max_open_shards = open.max_open_shards;
             let reader = Arc::new(SampleReader::open(&args.dir, &options)?);
             let dataset = Arc::clone(reader.dataset());
             let builder =
@@ -87,10 +83,7 @@ fn main() -> anyhow::Result<()> {
                 args.samples,
             )?
         } else {
-            let dataset = Arc::new(Dataset::open(
-                &args.dir,
-                &OpenOptions { max_open_shards, ..OpenOptions::default() },
-            )?);
+            let dataset = Arc::new(Dataset::open(&args.dir, &open)?);
             let builder =
                 LoaderBuilder::new(dataset, WorkerConfig::new(0, 1, num_workers)?, |raw| {
                     Ok(Some(energon_bench::touch_pages(&raw)))

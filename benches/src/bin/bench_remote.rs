@@ -22,7 +22,7 @@ use energon_index::{
     INFO_JSON, NV_META,
     prepare::{PrepareOptions, prepare_dataset},
 };
-use energon_reader::{Dataset, OpenOptions};
+use energon_reader::Dataset;
 use energon_tests::{
     WdsSpec,
     s3::{Proxy, S3Server},
@@ -225,9 +225,8 @@ fn child(
 /// Loads `args.samples` raw samples from `path`; returns the steady samples/s and the seconds to
 /// the first batch.
 fn load(args: &Args, path: &Path) -> anyhow::Result<(f64, f64)> {
-    let max_open_shards = 16 * args.num_workers.max(1);
     let dataset =
-        Arc::new(Dataset::open(path, &OpenOptions { max_open_shards, ..OpenOptions::default() })?);
+        Arc::new(Dataset::open(path, &energon_bench::open_options(path, args.num_workers)?)?);
     let builder = LoaderBuilder::new(dataset, WorkerConfig::new(0, 1, args.num_workers)?, |raw| {
         Ok(Some(energon_bench::touch_pages(&raw)))
     });

@@ -22,7 +22,7 @@ use energon_index::{
     INDEX_SQLITE, NV_META, PartEntry, SampleEntry, ShardScan, SqliteIndexWriter,
     prepare::{PrepareOptions, prepare_dataset},
 };
-use energon_reader::{Dataset, OpenOptions};
+use energon_reader::Dataset;
 use energon_tests::TarFormat;
 use serde_json::{Value, json};
 
@@ -223,9 +223,7 @@ fn load(
     batches: u64,
 ) -> anyhow::Result<Value> {
     let t0 = Instant::now();
-    let options =
-        OpenOptions { max_open_shards: 16 * num_workers.max(1), ..OpenOptions::default() };
-    let dataset = Arc::new(Dataset::open(dir, &options)?);
+    let dataset = Arc::new(Dataset::open(dir, &energon_bench::open_options(dir, num_workers)?)?);
     let builder = LoaderBuilder::new(dataset, WorkerConfig::new(0, world_size, num_workers)?, {
         |raw| Ok(Some(raw.parts.iter().map(|p| p.data.len()).sum::<usize>()))
     });

@@ -240,12 +240,9 @@ pub(crate) fn run(args: PrepareArgs) -> anyhow::Result<u8> {
     }
     if let Some(filter) = media_filter {
         // As the reference, a prepare with media flags replaces the media tables.
-        let options = PrepareMediaOptions {
-            filter,
-            num_workers: args.num_workers,
-            tables: TableMode::Replace,
-            tmp_path: args.tmp_path.clone(),
-        };
+        let mut options = PrepareMediaOptions::new(filter, TableMode::Replace);
+        options.num_workers = args.num_workers;
+        options.tmp_path.clone_from(&args.tmp_path);
         let media = prepare_media::media_pass(&path, options, show_progress)?;
         if let Err(err) = prepare_media::report(&media) {
             report_err.get_or_insert(err);

@@ -82,12 +82,9 @@ pub(crate) fn run(args: PrepareMediaArgs) -> anyhow::Result<u8> {
     if args.tmp_path.is_some() && !energon_index::storage::is_remote(&args.path) {
         tracing::info!("--tmp-path is only used for remote datasets; ignored");
     }
-    let options = PrepareMediaOptions {
-        filter,
-        num_workers: args.num_workers,
-        tables: TableMode::Add,
-        tmp_path: args.tmp_path.clone(),
-    };
+    let mut options = PrepareMediaOptions::new(filter, TableMode::Add);
+    options.num_workers = args.num_workers;
+    options.tmp_path.clone_from(&args.tmp_path);
     let summary = media_pass(&args.path, options, !args.no_progress)?;
     report(&summary)?;
     Ok(0)

@@ -21,12 +21,10 @@ pub(crate) fn open_split(
     split_config: &str,
     dataset_config: &str,
 ) -> anyhow::Result<Option<SampleReader>> {
-    let options = ReaderOptions {
-        split_part: split_part.to_owned(),
-        split_config: Some(split_config.to_owned()),
-        dataset_config: Some(dataset_config.to_owned()),
-        ..ReaderOptions::default()
-    };
+    let mut options = ReaderOptions::default();
+    options.split_part = split_part.to_owned();
+    options.split_config = Some(split_config.to_owned());
+    options.dataset_config = Some(dataset_config.to_owned());
     match SampleReader::open(path, &options) {
         Ok(reader) => Ok(Some(reader)),
         Err(energon_reader::Error::Index(

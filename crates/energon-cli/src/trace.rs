@@ -88,11 +88,9 @@ impl LoaderArgs {
 
     /// Opens the dataset (raw samples, every part).
     pub(crate) fn open(&self, spec: &LoaderSpec) -> anyhow::Result<Arc<Dataset>> {
-        let options = OpenOptions {
-            split_part: spec.part(),
-            max_open_shards: spec.max_open_shards(),
-            ..OpenOptions::default()
-        };
+        let mut options = OpenOptions::default();
+        options.split_part = spec.part();
+        options.max_open_shards = spec.max_open_shards();
         let dataset = Dataset::open(&self.path, &options)
             .with_context(|| format!("cannot open {}", self.path.display()))?;
         Ok(Arc::new(dataset))

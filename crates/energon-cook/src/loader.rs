@@ -33,12 +33,21 @@ use crate::{
 
 /// How the loader runs the worker pipelines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LoaderConfig {
     /// Worker threads; 0 runs the single pipeline in the caller's thread.
     pub num_workers: usize,
     /// How many items each worker may have ready ahead of the consumer (at least 1; torch's
     /// default is 2).
     pub prefetch_factor: usize,
+}
+
+impl LoaderConfig {
+    /// `num_workers` worker threads (0: the caller's thread), each preparing up to
+    /// `prefetch_factor` items ahead.
+    pub fn new(num_workers: usize, prefetch_factor: usize) -> Self {
+        LoaderConfig { num_workers, prefetch_factor }
+    }
 }
 
 impl Default for LoaderConfig {

@@ -188,12 +188,12 @@ impl LoaderSpec {
 
     /// The options that shape a metadataset's plan.
     pub fn mix_options(&self) -> MixOptions {
-        MixOptions {
-            training: self.training,
-            repeat: self.repeat.unwrap_or(true),
-            max_samples_per_sequence: self.max_samples_per_sequence,
-            parallel_shard_iters: self.parallel_shard_iters,
-        }
+        let mut options = MixOptions::default();
+        options.training = self.training;
+        options.repeat = self.repeat.unwrap_or(true);
+        options.max_samples_per_sequence = self.max_samples_per_sequence;
+        options.parallel_shard_iters = self.parallel_shard_iters;
+        options
     }
 
     /// How many shard maps the dataset's reader keeps open (see
@@ -204,17 +204,17 @@ impl LoaderSpec {
 
     /// The options of the dataset's reader.
     pub fn reader_options(&self) -> ReaderOptions {
-        ReaderOptions {
-            split_part: self.part(),
-            split_config: self.split_config.clone(),
-            dataset_config: self.dataset_config.clone(),
-            decoder: self.decoder,
-            // COMPAT(energon 7.4.1): samples carry a dict of subflavors, empty unless the
-            // dataset's own `dataset.yaml` sets some.
-            subflavors: Some(Map::new()),
-            max_open_shards: self.max_open_shards(),
-            loose_fields: self.loose_fields,
-        }
+        let mut options = ReaderOptions::default();
+        options.split_part = self.part();
+        options.split_config.clone_from(&self.split_config);
+        options.dataset_config.clone_from(&self.dataset_config);
+        options.decoder = self.decoder;
+        // COMPAT(energon 7.4.1): samples carry a dict of subflavors, empty unless the dataset's
+        // own `dataset.yaml` sets some.
+        options.subflavors = Some(Map::new());
+        options.max_open_shards = self.max_open_shards();
+        options.loose_fields = self.loose_fields;
+        options
     }
 
     /// What the path is.
@@ -240,10 +240,8 @@ impl LoaderSpec {
                          metadataset (set them on its entries)",
             });
         }
-        let resolve = ResolveOptions {
-            shuffle_over_epochs_multiplier: self.shuffle_over_epochs,
-            subflavors: None,
-        };
+        let mut resolve = ResolveOptions::default();
+        resolve.shuffle_over_epochs_multiplier = self.shuffle_over_epochs;
         let mut split = resolve_path(&self.path, &self.part(), &resolve)?;
         if let Some(leaf) = self.leaf {
             if leaf >= split.leaves.len() {
@@ -420,15 +418,15 @@ impl LeafReader {
     /// config are the leaf's; they only build samples, so they keep no shard open).
     pub fn open(planned: &PlannedLeaf, options: &ReaderOptions) -> Result<Self> {
         let leaf = &planned.leaf;
-        let options =
-            |split_part: &str, split_config: &Option<String>, dataset_config| ReaderOptions {
-                split_part: split_part.to_owned(),
-                split_config: split_config.clone(),
-                dataset_config,
-                subflavors: None,
-                max_open_shards: BUILD_ONLY_OPEN_SHARDS,
-                ..options.clone()
-            };
+        let options = |split_part: &str, split_config: &Option<String>, dataset_config| {
+            let mut res = options.clone();
+            res.split_part = split_part.to_owned();
+            res.split_config.clone_from(split_config);
+            res.dataset_config = dataset_config;
+            res.subflavors = None;
+            res.max_open_shards = BUILD_ONLY_OPEN_SHARDS;
+            res
+        };
         Ok(match (&leaf.kind, planned.data.dataset()) {
             (LeafKind::Jsonl, Some(dataset)) => {
                 let reader = SampleReader::crude(dataset, &options("", &None, None));

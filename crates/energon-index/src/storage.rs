@@ -105,6 +105,7 @@ impl From<RemoteError> for io::Error {
 /// How remote objects are read. [`StorageOptions::from_env`] gives the defaults, each changed by
 /// an environment variable; [`configure`] sets them before the first remote request.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StorageOptions {
     /// Time allowed for one HTTP request (`ENERGON_STORAGE_REQUEST_TIMEOUT_S`, default 30).
     pub request_timeout: Duration,

@@ -212,16 +212,12 @@ impl JoinedDataset {
         }
         let mut columns = Vec::with_capacity(spec.sources.len());
         for (source, input) in spec.sources.iter().zip(&inputs) {
-            let options = OpenOptions {
-                split_part: source.split_part.clone(),
-                split_config: source.split_config.clone(),
-                // The parts each dataset's samples are made of, as the reference reads them.
-                part_filter: crate::plan::dataset_part_filter(
-                    &source.path,
-                    source.dataset_config.as_deref(),
-                )?,
-                ..OpenOptions::default()
-            };
+            let mut options = OpenOptions::default();
+            options.split_part.clone_from(&source.split_part);
+            options.split_config.clone_from(&source.split_config);
+            // The parts each dataset's samples are made of, as the reference reads them.
+            options.part_filter =
+                crate::plan::dataset_part_filter(&source.path, source.dataset_config.as_deref())?;
             let dataset = WebDataset::open(&source.path, &options)?;
             let mut starts = BTreeMap::new();
             let mut start = 0u64;

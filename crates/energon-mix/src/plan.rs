@@ -31,6 +31,7 @@ use crate::{
 /// Loader options that shape the plan (the reference's `get_train_dataset` /
 /// `get_val_dataset` arguments that reach the leaves).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MixOptions {
     /// Training (shuffled slices, repetition, blending) or validation (sequential slices, one
     /// pass, leaves concatenated).
@@ -45,6 +46,30 @@ pub struct MixOptions {
 }
 
 impl MixOptions {
+    /// With `training` set.
+    pub fn training(mut self, training: bool) -> Self {
+        self.training = training;
+        self
+    }
+
+    /// With `repeat` set.
+    pub fn repeat(mut self, repeat: bool) -> Self {
+        self.repeat = repeat;
+        self
+    }
+
+    /// With `max_samples_per_sequence` set.
+    pub fn max_samples_per_sequence(mut self, max_samples_per_sequence: Option<u64>) -> Self {
+        self.max_samples_per_sequence = max_samples_per_sequence;
+        self
+    }
+
+    /// With `parallel_shard_iters` set.
+    pub fn parallel_shard_iters(mut self, parallel_shard_iters: Option<usize>) -> Self {
+        self.parallel_shard_iters = parallel_shard_iters;
+        self
+    }
+
     /// How many shard maps a reader keeps open for a loader with `n_workers` workers (local to
     /// the rank): one per slice they read at once (`parallel_shard_iters`, 16 for training and
     /// 1 for validation, times the workers), as the reference keeps one tar handle per open
@@ -632,15 +657,14 @@ fn open_leaf(leaf: ResolvedLeaf, options: &MixOptions, n_workers: usize) -> Resu
                 parallel_shard_iters = p;
             }
             crude = overrides.crude;
-            let open = OpenOptions {
-                split_part: split_part.clone(),
-                split_config,
-                // Only the parts the dataset's samples are made of, as the reference reads them
-                // (and as their sources list them).
-                part_filter: overrides.part_filter.clone(),
-                max_open_shards: MixOptions { parallel_shard_iters, ..*options }
-                    .max_open_shards(n_workers),
-            };
+            let mut open = OpenOptions::default();
+            open.split_part.clone_from(&split_part);
+            open.split_config = split_config;
+            // Only the parts the dataset's samples are made of, as the reference reads them (and
+            // as their sources list them).
+            open.part_filter = overrides.part_filter.clone();
+            open.max_open_shards =
+                MixOptions { parallel_shard_iters, ..*options }.max_open_shards(n_workers);
             let dataset = WebDataset::open(&leaf.path, &open)?;
             let counts = dataset.shard_counts();
             let len = dataset.len();

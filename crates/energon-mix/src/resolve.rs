@@ -152,12 +152,21 @@ pub struct JoinSourceSpec {
 
 /// The outermost settings a resolution starts from (the loader's arguments).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ResolveOptions {
     /// `shuffle_over_epochs_multiplier` of `get_train_dataset` (default 1; `None` for no
     /// shuffling).
     pub shuffle_over_epochs_multiplier: Option<i64>,
     /// Subflavors for every leaf (outermost, so they override the metadataset's).
     pub subflavors: Option<Map<String, Value>>,
+}
+
+impl ResolveOptions {
+    /// With `shuffle_over_epochs_multiplier` set.
+    pub fn shuffle_over_epochs_multiplier(mut self, multiplier: Option<i64>) -> Self {
+        self.shuffle_over_epochs_multiplier = multiplier;
+        self
+    }
 }
 
 impl Default for ResolveOptions {

@@ -215,7 +215,7 @@ impl LoaderSource for CombinedSpec {
                 reason: "one worker's pipeline on its own starts fresh",
             });
         }
-        let one = LoaderConfig { num_workers: 0, prefetch_factor };
+        let one = LoaderConfig::new(0, prefetch_factor);
         Ok(match self.pipelines()? {
             Pipelines::Samples(mut p) if w < p.len() => {
                 RustLoader::Samples(Loader::new(vec![p.swap_remove(w)], one)?)

@@ -93,19 +93,18 @@ impl Reader {
         video_decode_audio: bool,
     ) -> PyResult<Self> {
         let (decoder, av) = decoder_of(image_decode, guess_content, av_decode, video_decode_audio)?;
-        let options = ReaderOptions {
-            split_part: split_part.to_owned(),
-            split_config,
-            dataset_config,
-            decoder,
-            // COMPAT(energon 7.4.1): samples carry a dict of subflavors, empty unless the
-            // dataset's own `dataset.yaml` sets some.
-            subflavors: Some(serde_json::Map::new()),
-            // Random access over the whole dataset: a fixed number of shards stay mapped.
-            max_open_shards: 64,
-            // Python's sample classes take what a field map gives, as the reference's do.
-            loose_fields: true,
-        };
+        let mut options = ReaderOptions::default();
+        options.split_part = split_part.to_owned();
+        options.split_config = split_config;
+        options.dataset_config = dataset_config;
+        options.decoder = decoder;
+        // COMPAT(energon 7.4.1): samples carry a dict of subflavors, empty unless the dataset's
+        // own `dataset.yaml` sets some.
+        options.subflavors = Some(serde_json::Map::new());
+        // Random access over the whole dataset: a fixed number of shards stay mapped.
+        options.max_open_shards = 64;
+        // Python's sample classes take what a field map gives, as the reference's do.
+        options.loose_fields = true;
         let reader =
             py.detach(|| SampleReader::open(&path, &options)).map_err(|e| to_py_err(&e))?;
         let pil_images = image_decode.is_some_and(|m| pil_mode(m).is_some());
@@ -400,7 +399,7 @@ impl DatasetSpec {
             });
         }
         let stats = FailureStats::default();
-        let config = LoaderConfig { num_workers: 0, prefetch_factor };
+        let config = LoaderConfig::new(0, prefetch_factor);
         Ok(if batches {
             let mut pipelines = builder.batch_worker_pipelines(&stats)?;
             RustLoader::Batches(Loader::new(vec![pipelines.swap_remove(worker)], config)?)

@@ -84,7 +84,9 @@ pub(crate) fn resolve_metadataset<'py>(
             }
         }
     };
-    let options = ResolveOptions { shuffle_over_epochs_multiplier, subflavors };
+    let mut options = ResolveOptions::default();
+    options.shuffle_over_epochs_multiplier = shuffle_over_epochs_multiplier;
+    options.subflavors = subflavors;
     let split =
         py.detach(|| resolve_path(&path, split_part, &options)).map_err(|e| to_py_err(&e))?;
     let mode = match split.mode {

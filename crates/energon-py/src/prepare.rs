@@ -130,7 +130,8 @@ pub(crate) fn prepare_media(
     }
     let filter = MediaFilter::new(strategy, patterns).map_err(|e| to_py_err(&e))?;
     let tables = if replace { TableMode::Replace } else { TableMode::Add };
-    let options = PrepareMediaOptions { filter, num_workers, tables, tmp_path: None };
+    let mut options = PrepareMediaOptions::new(filter, tables);
+    options.num_workers = num_workers;
     let summary = py
         .detach(|| energon_reader::media::prepare::prepare_media(&path, &options, &|_| {}))
         .map_err(|e| to_py_err(&e))?;

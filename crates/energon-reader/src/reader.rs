@@ -22,6 +22,7 @@ use crate::{
 
 /// How to open a [`SampleReader`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReaderOptions {
     /// The split part (`train`, `val`, ...); ignored for JSONL files.
     pub split_part: String,

@@ -31,6 +31,7 @@ use crate::{
 
 /// How to open a dataset.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct OpenOptions {
     /// The split part to read (`train`, `val`, `test`, ...). Ignored for JSONL files.
     pub split_part: String,

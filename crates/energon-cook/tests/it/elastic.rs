@@ -202,7 +202,7 @@ fn build(
             };
             let split =
                 energon_mix::resolve_path(&path, split, &ResolveOptions::default()).unwrap();
-            let options = MixOptions { training, repeat: !training, ..MixOptions::default() };
+            let options = MixOptions::default().training(training).repeat(!training);
             let plan = MixPlan::new(split, cfg, options).unwrap();
             finish!(LoaderBuilder::from_plan(plan, |s| Ok(Some(s.key().to_owned()))))
         }

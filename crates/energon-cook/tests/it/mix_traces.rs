@@ -71,7 +71,7 @@ fn trace(path: &Path, case: &Case, n: usize) -> Vec<String> {
     let cfg = WorkerConfig::new(case.rank, case.world_size, case.num_workers)
         .unwrap()
         .with_seed_offset(case.seed);
-    let options = MixOptions { max_samples_per_sequence: case.msps, ..MixOptions::default() };
+    let options = MixOptions::default().max_samples_per_sequence(case.msps);
     let plan = MixPlan::new(split, cfg, options).unwrap();
     let mut workers: Vec<_> = (0..cfg.n_local_workers()).map(|w| keys(&plan, w).unwrap()).collect();
     let mut res = Vec::with_capacity(n);

@@ -46,9 +46,8 @@ fn histogram(keys: &[u64]) -> BTreeMap<u64, usize> {
 
 /// The reference's test options for epoch counts: no shuffling, one slice at a time, one pass.
 fn fixed_epochs() -> (ResolveOptions, MixOptions) {
-    let resolve = ResolveOptions { shuffle_over_epochs_multiplier: None, subflavors: None };
-    let options =
-        MixOptions { repeat: false, parallel_shard_iters: Some(1), ..MixOptions::default() };
+    let resolve = ResolveOptions::default().shuffle_over_epochs_multiplier(None);
+    let options = MixOptions::default().repeat(false).parallel_shard_iters(Some(1));
     (resolve, options)
 }
 
@@ -145,7 +144,7 @@ fn integer_repetitions_give_exact_epochs() {
              - {{repetitions: 3, path: ds2}}\n"
         ),
     );
-    let options = MixOptions { repeat: false, ..MixOptions::default() };
+    let options = MixOptions::default().repeat(false);
     let cfg = WorkerConfig::new(0, 1, 0).unwrap().with_seed_offset(42);
     let plan = plan(&mds, cfg, &ResolveOptions::default(), options);
     assert_eq!(plan.len_worker(0), 5 * 55);
@@ -289,14 +288,14 @@ fn validation_concatenates_and_blends_refuse_to_stop() {
         ),
     );
     let cfg = WorkerConfig::new(0, 1, 0).unwrap();
-    let val = MixOptions { training: false, ..MixOptions::default() };
+    let val = MixOptions::default().training(false);
     let keys = pass(&plan(&mds, cfg, &ResolveOptions::default(), val), 0);
     let expected: Vec<u64> = (0..55).chain(100..155).collect();
     assert_eq!(keys, expected);
 
     let split =
         Metadataset::load(&mds).unwrap().resolve("train", &ResolveOptions::default()).unwrap();
-    let no_repeat = MixOptions { repeat: false, ..MixOptions::default() };
+    let no_repeat = MixOptions::default().repeat(false);
     let err = MixPlan::new(split, cfg, no_repeat).unwrap_err();
     assert!(err.to_string().contains("only blend_epochized or a single dataset"), "{err}");
 }

@@ -278,7 +278,7 @@ fn build(p: &Params, dir: &Path, restore: Option<LoaderState>) -> AnyLoader {
             let path = metadataset(dir, source);
             let split =
                 energon_mix::resolve_path(&path, "train", &ResolveOptions::default()).unwrap();
-            let options = MixOptions { training: !p.val, ..MixOptions::default() };
+            let options = MixOptions::default().training(!p.val);
             let plan = MixPlan::new(split, cfg, options).unwrap();
             let builder = LoaderBuilder::from_plan(plan, |s| Ok(Some(s.key().to_owned())));
             configure!(builder, p, restore)

@@ -45,6 +45,7 @@ pub const MAX_SKIPPED_KEPT: usize = 1000;
 
 /// Options of [`prepare_media`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct PrepareMediaOptions {
     /// Which entries are media.
     pub filter: MediaFilter,
@@ -56,6 +57,15 @@ pub struct PrepareMediaOptions {
     /// Where the local working folder of a remote dataset is made (`--tmp-path`; default the
     /// system's temporary folder). Unused for local datasets.
     pub tmp_path: Option<PathBuf>,
+}
+
+impl PrepareMediaOptions {
+    /// A pass over the entries `filter` selects, keeping or replacing the media tables as
+    /// `tables` says, with as many workers as cores and the system's temporary folder.
+    pub fn new(filter: MediaFilter, tables: TableMode) -> Self {
+        let num_workers = std::thread::available_parallelism().map_or(1, usize::from);
+        PrepareMediaOptions { filter, num_workers, tables, tmp_path: None }
+    }
 }
 
 /// What the pass walks.
