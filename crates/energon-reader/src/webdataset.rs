@@ -225,29 +225,32 @@ impl WebDataset {
                 ),
             ));
         }
+        let idx_path = tar_idx_path(&shard.path);
+        // The shard changed under the read: what it gave cannot be trusted.
+        let changed = |source: Option<&std::io::Error>| {
+            let reason = match source.and_then(crate::mapped::remote_message) {
+                // A remote shard stays held to its version: every read of it fails alike.
+                Some(message) => message,
+                None => {
+                    // Mapped again at the next use: the file may be whole again by then.
+                    self.maps.forget(shard_id);
+                    "the shard was truncated or rewritten while it was read".to_owned()
+                }
+            };
+            self.shard_ref(shard, &idx_path, globals).changed(
+                &shard.path,
+                None,
+                Some(index),
+                start,
+                reason,
+            )
+        };
         let range = data.sample(idx, shard.count, local).map_err(|source| {
             if data.changed() {
-                let reason = match crate::mapped::remote_message(&source) {
-                    // A remote shard stays held to its version: every read of it fails alike.
-                    Some(message) => message,
-                    None => {
-                        // Mapped again at the next use: the file may be whole again by then.
-                        self.maps.forget(shard_id);
-                        "the shard was truncated or rewritten while it was read".to_owned()
-                    }
-                };
-                let idx_path = tar_idx_path(&shard.path);
-                return self.shard_ref(shard, &idx_path, globals).changed(
-                    &shard.path,
-                    None,
-                    Some(index),
-                    start,
-                    reason,
-                );
+                return changed(Some(&source));
             }
             Error::io("cannot read", &shard.path, source)
         })?;
-        let idx_path = tar_idx_path(&shard.path);
         let excluded =
             |key: &str| !shard.excluded_keys.is_empty() && shard.excluded_keys.contains(key);
         let parsed = parse_sample(
@@ -257,6 +260,10 @@ impl WebDataset {
             &self.part_filter,
             excluded,
             |offset, key, reason| {
+                // Headers that turned to zeros while they were parsed.
+                if data.changed() {
+                    return changed(None);
+                }
                 // A remote shard is not checked for gzip before its first read (one request
                 // less per shard): a parse failure anywhere asks.
                 if (offset == 0 || data.is_remote()) && data.is_gzip().unwrap_or(false) {
@@ -277,6 +284,9 @@ impl WebDataset {
                 corrupt(offset, key, reason)
             },
         )?;
+        if data.changed() {
+            return Err(changed(None));
+        }
         Ok(parsed.map(|(key, parts)| RawSample {
             key,
             dataset: self.root.clone(),
