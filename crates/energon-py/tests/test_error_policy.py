@@ -163,37 +163,27 @@ def test_a_joiner_goes_through_the_same_policy(tmp_path, ref_small_copy):
     assert sorted(set(seen)) == sorted((f"cannot join {i:08d}", 2) for i in range(1, 200, 3))
 
 
-@pytest.mark.parametrize("worker_type", ["thread", "process"])
-def test_skipping_every_sample_of_a_training_loader_is_an_error(ref_small, worker_type):
-    """Samples repeat forever in training: a hook that skips all of them would loop forever (the
-    reference's does); two passes without an output are a clear error."""
+class _SkipAll(energon_rs.DefaultTaskEncoder):
+    def encode_sample(self, sample):
+        raise energon_rs.SkipSample()
 
-    class SkipAll(energon_rs.DefaultTaskEncoder):
-        def encode_sample(self, sample):
-            raise energon_rs.SkipSample()
 
-    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)
-    ds = energon_rs.get_train_dataset(
-        ref_small, worker_config=wc, batch_size=2, shuffle_buffer_size=None,
-        max_samples_per_sequence=None, task_encoder=SkipAll(),
-    )
-    with pytest.raises(energon_rs.LoaderError, match="encode_sample dropped all of 200 samples"):
-        next(iter(energon_rs.get_loader(ds, worker_type=worker_type)))
+class _YieldNothing(energon_rs.DefaultTaskEncoder):
+    def encode_sample(self, sample):
+        return
+        yield sample
 
 
 @pytest.mark.parametrize("worker_type", ["thread", "process"])
-def test_a_generator_hook_that_never_yields_is_an_error(ref_small, worker_type):
-    """The same for an `encode_sample` generator that yields nothing for any sample."""
-
-    class YieldNothing(energon_rs.DefaultTaskEncoder):
-        def encode_sample(self, sample):
-            return
-            yield sample
-
+@pytest.mark.parametrize("encoder", [_SkipAll, _YieldNothing])
+def test_a_hook_that_gives_nothing_for_every_sample_is_an_error(ref_small, worker_type, encoder):
+    """Samples repeat forever in training: a hook that skips all of them, or a generator that
+    yields nothing for any, would loop forever (the reference's does); two passes without an
+    output are a clear error."""
     wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)
     ds = energon_rs.get_train_dataset(
         ref_small, worker_config=wc, batch_size=2, shuffle_buffer_size=None,
-        max_samples_per_sequence=None, task_encoder=YieldNothing(),
+        max_samples_per_sequence=None, task_encoder=encoder(),
     )
     with pytest.raises(energon_rs.LoaderError, match="encode_sample dropped all of 200 samples"):
         next(iter(energon_rs.get_loader(ds, worker_type=worker_type)))
