@@ -145,3 +145,65 @@ fn missing_names(root: &Path, text: &str) -> Vec<String> {
     }
     missing
 }
+
+/// Words whose period ends no sentence.
+const ABBREVIATIONS: [&str; 10] =
+    ["e.g", "i.e", "vs", "cf", "approx", "no", "Fig", "St", "Mr", "Dr"];
+
+/// Where in `line` a second sentence starts (the end of the first), if it does: a `.`, `!` or
+/// `?` after a lower-case word, a number or a closing mark, then spaces and a capital (or a
+/// code span, link or emphasis), outside code spans and abbreviations.
+fn second_sentence(line: &str) -> Option<usize> {
+    let b = line.as_bytes();
+    let mut ticks = 0;
+    for i in 1..b.len() {
+        if b[i - 1] == b'`' {
+            ticks += 1;
+        }
+        let prev = b[i - 1];
+        let ends = matches!(b[i], b'.' | b'!' | b'?')
+            && ticks % 2 == 0
+            && (prev.is_ascii_lowercase() || prev.is_ascii_digit() || b")`]*_'\"".contains(&prev));
+        if !ends {
+            continue;
+        }
+        let rest = &line[i + 1..];
+        let next = rest.trim_start_matches(' ');
+        let starts = next.len() < rest.len()
+            && next.bytes().next().is_some_and(|c| c.is_ascii_uppercase() || b"`([*".contains(&c));
+        let word = line[..i].rsplit(|c: char| !(c.is_ascii_alphabetic() || c == '.')).next();
+        let abbreviation = word.is_some_and(|w| ABBREVIATIONS.contains(&w.trim_end_matches('.')));
+        let list_marker = line[..i].trim_start().bytes().all(|c| c.is_ascii_digit());
+        if starts && !abbreviation && !list_marker {
+            return Some(i);
+        }
+    }
+    None
+}
+
+#[test]
+fn markdown_has_one_sentence_per_line() {
+    let mut files = Vec::new();
+    files_with(&repo_root(), &["md"], &mut files);
+    let mut bad = Vec::new();
+    for file in files {
+        let mut in_code = false;
+        for (n, line) in fs::read_to_string(&file).unwrap().lines().enumerate() {
+            let trimmed = line.trim_start();
+            if trimmed.starts_with("```") {
+                in_code = !in_code;
+                continue;
+            }
+            if in_code || trimmed.starts_with(['|', '#']) {
+                continue;
+            }
+            if second_sentence(line).is_some() {
+                bad.push(format!("{}:{}: {line}", file.display(), n + 1));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "one sentence per line (diffs stay small): {bad:#?}");
+    assert_eq!(second_sentence("It ends. Another starts."), Some(7));
+    assert_eq!(second_sentence("Abbreviations, e.g. These, and `code. Spans` stay."), None);
+    assert_eq!(second_sentence("12. `A numbered item` is one sentence."), None);
+}
