@@ -348,11 +348,11 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
                     subflavors: input.load.subflavors.as_deref().cloned(),
                     shuffle_over_epochs: input.shuffle_over_epochs,
                 };
-                let mut options = MixOptions::default();
-                options.training = training;
-                options.repeat = !training || self.repeat.unwrap_or(true);
-                options.max_samples_per_sequence = input.max_samples_per_sequence;
-                options.parallel_shard_iters = input.parallel_shard_iters;
+                let options = MixOptions::default()
+                    .training(training)
+                    .repeat(!training || self.repeat.unwrap_or(true))
+                    .max_samples_per_sequence(input.max_samples_per_sequence)
+                    .parallel_shard_iters(input.parallel_shard_iters);
                 let source = Arc::clone(&input.source);
                 Ok(Arc::new(MixPlan::single(source, leaf, input.worker_config, options)?))
             }

@@ -26,7 +26,7 @@ use crate::{
 };
 
 /// Subflavors attached to a leaf's samples.
-pub type Subflavors = Option<Arc<Map<String, Value>>>;
+pub type Subflavors = Arc<Map<String, Value>>;
 
 /// A rank's loader as a value: the dataset (or metadataset) and every setting that shapes the
 /// samples, their order and their batches. Build it with [`LoaderSpec::new`] and set fields.
@@ -188,12 +188,11 @@ impl LoaderSpec {
 
     /// The options that shape a metadataset's plan.
     pub fn mix_options(&self) -> MixOptions {
-        let mut options = MixOptions::default();
-        options.training = self.training;
-        options.repeat = self.repeat.unwrap_or(true);
-        options.max_samples_per_sequence = self.max_samples_per_sequence;
-        options.parallel_shard_iters = self.parallel_shard_iters;
-        options
+        MixOptions::default()
+            .training(self.training)
+            .repeat(self.repeat.unwrap_or(true))
+            .max_samples_per_sequence(self.max_samples_per_sequence)
+            .parallel_shard_iters(self.parallel_shard_iters)
     }
 
     /// How many shard maps the dataset's reader keeps open (see
@@ -240,8 +239,8 @@ impl LoaderSpec {
                          metadataset (set them on its entries)",
             });
         }
-        let mut resolve = ResolveOptions::default();
-        resolve.shuffle_over_epochs_multiplier = self.shuffle_over_epochs;
+        let resolve =
+            ResolveOptions::default().shuffle_over_epochs_multiplier(self.shuffle_over_epochs);
         let mut split = resolve_path(&self.path, &self.part(), &resolve)?;
         if let Some(leaf) = self.leaf {
             if leaf >= split.leaves.len() {
@@ -272,10 +271,11 @@ impl LoaderSpec {
             return Ok(Opened::Dataset(Arc::new(reader)));
         }
         let plan = self.plan()?;
+        let options = self.reader_options();
         let leaves = plan
             .leaves
             .iter()
-            .map(|planned| LeafReader::open(planned, &self.reader_options()))
+            .map(|planned| LeafReader::open(planned, &options))
             .collect::<Result<_>>()?;
         Ok(Opened::Metadataset { plan, leaves })
     }
@@ -372,7 +372,7 @@ impl LoaderSpec {
                         LeafReader::Dataset { reader, subflavors } => {
                             let reader = Arc::<SampleReader>::from(reader);
                             // The cooker of a crude leaf is chosen by its samples' subflavors.
-                            let chooser = subflavors.as_deref().cloned();
+                            let chooser = (*subflavors).clone();
                             let load = LeafLoad::new(move |sample| match sample {
                                 LeafSample::Raw(raw) => {
                                     Ok(Some(with_subflavors(reader.build(&raw)?, &subflavors)))
@@ -383,10 +383,7 @@ impl LoaderSpec {
                                     reason: "a joined sample from a leaf that is not a join",
                                 }),
                             });
-                            Ok(match chooser {
-                                Some(subflavors) => load.subflavors(subflavors),
-                                None => load,
-                            })
+                            Ok(load.subflavors(chooser))
                         }
                         LeafReader::Join { .. } => Err(Error::InvalidSetting {
                             setting: "metadataset",
@@ -403,13 +400,9 @@ impl LoaderSpec {
     }
 }
 
-/// `sample` with `subflavors` (when given) instead of what its reader set.
+/// `sample` with its leaf's `subflavors` instead of what its reader set.
 pub fn with_subflavors(mut sample: Sample, subflavors: &Subflavors) -> Sample {
-    if let Some(subflavors) = subflavors
-        && sample.meta().subflavors.as_ref() != Some(subflavors)
-    {
-        sample.meta_mut().subflavors = Some(Arc::clone(subflavors));
-    }
+    sample.meta_mut().subflavors = Some(Arc::clone(subflavors));
     sample
 }
 
@@ -432,7 +425,7 @@ impl LeafReader {
                 let reader = SampleReader::crude(dataset, &options("", &None, None));
                 // COMPAT(energon 7.4.1): a leaf's samples carry a dict of subflavors, empty
                 // if none.
-                let subflavors = Some(Arc::new(leaf.sample_subflavors(None)));
+                let subflavors = Arc::new(leaf.sample_subflavors(None));
                 LeafReader::Dataset { reader: Box::new(reader), subflavors }
             }
             (LeafKind::Joined(spec), _) => {
@@ -448,7 +441,7 @@ impl LeafReader {
                     for (k, v) in source.subflavors.iter().flatten() {
                         subflavors.insert(k.clone(), v.clone());
                     }
-                    readers.push((reader, Some(Arc::new(subflavors))));
+                    readers.push((reader, Arc::new(subflavors)));
                 }
                 let names = spec
                     .named
@@ -463,10 +456,7 @@ impl LeafReader {
                 // COMPAT(energon 7.4.1): dataset_config.py:get_dataset_from_config updates the
                 // dataset's own subflavors with the metadataset's.
                 let subflavors = leaf.sample_subflavors(Some(&dataset_subflavors(&reader)));
-                LeafReader::Dataset {
-                    reader: Box::new(reader),
-                    subflavors: Some(Arc::new(subflavors)),
-                }
+                LeafReader::Dataset { reader: Box::new(reader), subflavors: Arc::new(subflavors) }
             }
         })
     }

@@ -42,7 +42,7 @@ struct LeafLoad {
 }
 
 enum LeafBuild {
-    /// A WebDataset or JSONL leaf; `subflavors` replaces what the reader sets when they differ.
+    /// A WebDataset or JSONL leaf; `subflavors` replaces what the reader sets.
     Sample { reader: Box<SampleReader>, subflavors: Subflavors },
     /// A join: one reader (and subflavors) per joined dataset, and the joiner.
     Join { readers: Vec<(SampleReader, Subflavors)>, joiner: Py<PyAny> },
@@ -73,8 +73,7 @@ impl MixSource {
                 }
             };
             let cook = match (&build, planned.crude) {
-                (LeafBuild::Sample { reader, subflavors }, true) => {
-                    let subflavors = subflavors.as_deref().or(reader.subflavors());
+                (LeafBuild::Sample { subflavors, .. }, true) => {
                     let aux = planned
                         .leaf
                         .aux
@@ -86,7 +85,7 @@ impl MixSource {
                         jsonl: matches!(planned.leaf.kind, LeafKind::Jsonl),
                         dataset_config: planned.leaf.dataset_config.clone(),
                     };
-                    hooks.make_cook(py, subflavors, aux, primary)?.map(Arc::new)
+                    hooks.make_cook(py, Some(subflavors), aux, primary)?.map(Arc::new)
                 }
                 _ => None,
             };

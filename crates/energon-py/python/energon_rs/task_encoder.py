@@ -280,6 +280,17 @@ def generic_batch(batch: list) -> Any:
     """The reference's generic batching (a plain `TaskEncoder`'s `batch`): tensors padded and
     stacked, dicts and dataclasses field by field (`__subflavors__` too: one dict of lists),
     anything else as a list."""
+    return _batch(batch, keep=())
+
+
+def _default_batch(batch: list) -> Any:
+    """`DefaultTaskEncoder`'s batching: `generic_batch`, but the `__subflavors__` of samples
+    (instances of `Sample`) stay one dict per sample, as the reference's does."""
+    return _batch(batch, keep=("__subflavors__",) if isinstance(batch[0], Sample) else ())
+
+
+def _batch(batch: list, keep: tuple) -> Any:
+    """`generic_batch`, with the dataclass fields named in `keep` listed as they are."""
     first = batch[0]
     if _is_tensor(first):
         return batch_pad_stack(batch)
@@ -289,27 +300,16 @@ def generic_batch(batch: list) -> Any:
         if hasattr(first, "from_samples"):
             return first.from_samples(batch)  # type: ignore[attr-defined]
         return type(first)(
-            **{f.name: generic_batch([getattr(s, f.name) for s in batch]) for f in dataclasses.fields(first)}
+            **{
+                f.name: (
+                    [getattr(s, f.name) for s in batch]
+                    if f.name in keep
+                    else generic_batch([getattr(s, f.name) for s in batch])
+                )
+                for f in dataclasses.fields(first)
+            }
         )
     return list(batch)
-
-
-def _default_batch(batch: list) -> Any:
-    """`DefaultTaskEncoder`'s batching: `generic_batch`, but the `__subflavors__` of samples
-    (instances of `Sample`) stay one dict per sample, as the reference's does."""
-    first = batch[0]
-    if not isinstance(first, Sample) or hasattr(first, "from_samples"):
-        return generic_batch(batch)
-    return type(first)(
-        **{
-            f.name: (
-                [getattr(s, f.name) for s in batch]
-                if f.name == "__subflavors__"
-                else generic_batch([getattr(s, f.name) for s in batch])
-            )
-            for f in dataclasses.fields(first)
-        }
-    )
 
 
 #: The call a hook is in, per thread: set from the Rust stage's context before each call.
