@@ -8,7 +8,7 @@
 #   MEGATRON_ENERGON_CHECKOUT: a checkout of megatron-energon at 7.4.0 (only its tests/ is read)
 # The wheel is built into target/py-venv as scripts/test-python.sh builds it (run that once
 # first); the tests' own dependencies (webdataset, torchvision, pyyaml, multi-storage-client,
-# PyAV) are added there.
+# PyAV) are added there. SKIP_BUILD=1 uses the package already installed there.
 # Prints pytest's summary; the exit status is pytest's.
 set -euo pipefail
 checkout="${1:?usage: scripts/check-reference-suite.sh MEGATRON_ENERGON_CHECKOUT [PYTEST_ARGS...]}"
@@ -19,7 +19,7 @@ venv="${ENERGON_PY_VENV:-target/py-venv}"
 export VIRTUAL_ENV="$(cd "$venv" && pwd)"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
 python -m pip install -q webdataset torchvision pyyaml multi-storage-client av
-maturin develop -q --release --locked -m crates/energon-py/Cargo.toml
+[ -n "${SKIP_BUILD:-}" ] || maturin develop -q --release --locked -m crates/energon-py/Cargo.toml
 # The suite's CLI tests run the package's own `energon` command, as after a plain pip install.
 unset ENERGON_BIN
 work="$(mktemp -d)"

@@ -3,7 +3,8 @@
 
 use bytes::Bytes;
 use energon_reader::av::{
-    AudioClip, AudioUnit, AvDecoder, AvError, IndexMode, MetadataRequest, VideoClip, VideoUnit,
+    AudioClip, AudioSamples, AudioUnit, AvDecoder, AvError, IndexMode, MetadataRequest, VideoClip,
+    VideoUnit,
 };
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::{exceptions::PyValueError, prelude::*, types::PyDict};
@@ -61,13 +62,22 @@ pub(crate) fn video_arrays(py: Python<'_>, clips: Vec<VideoClip>) -> PyResult<Cl
     Ok((arrays, stamps))
 }
 
-/// Audio clips as `(channels, samples)` float32 arrays, and their timestamps.
+/// Audio clips as `(channels, samples)` arrays of the decoder's sample type (int16 for 16-bit
+/// PCM and FLAC, float32 for MP3, AAC, Opus, ...), and their timestamps.
 pub(crate) fn audio_arrays(py: Python<'_>, clips: Vec<AudioClip>) -> PyResult<Clips<'_>> {
     let mut arrays = Vec::with_capacity(clips.len());
     let mut stamps = Vec::with_capacity(clips.len());
     for c in clips {
         let shape = [c.channels, c.samples];
-        arrays.push(PyArray1::from_vec(py, c.data).reshape(shape)?.into_any());
+        let array = match c.data {
+            AudioSamples::U8(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
+            AudioSamples::I16(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
+            AudioSamples::I32(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
+            AudioSamples::I64(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
+            AudioSamples::F32(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
+            AudioSamples::F64(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
+        };
+        arrays.push(array);
         stamps.push(c.timestamps);
     }
     Ok((arrays, stamps))

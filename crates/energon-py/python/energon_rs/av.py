@@ -2,8 +2,9 @@
 
 ``AVDecoder`` wraps the native FFmpeg decoder of energon-reader (the wheel's ``video``
 feature): clips come back as torch tensors, video ``(frames, 3, height, width)`` uint8 (a
-permuted view of frame-major RGB data, as the reference's), audio ``(channels, samples)``
-float32. Decoding happens when a method is called.
+permuted view of frame-major RGB data, as the reference's), audio ``(channels, samples)`` in
+the decoder's sample type, as the reference's (int16 for 16-bit WAV and FLAC, int32 for 24- and
+32-bit, float32 for MP3, AAC, Opus and Vorbis). Decoding happens when a method is called.
 
 The loader hands out an ``AVDecoder`` for every audio and video part (``mp4 avi mov webm mkv
 flv flac mp3 wav``) with the reference's default ``av_decode="AVDecoder"``; its errors name the

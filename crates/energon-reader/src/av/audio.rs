@@ -9,38 +9,107 @@ use super::{
     container::{Container, FrameIter, Msg, Timed, fraction, known, ticks_to_seconds},
 };
 
-/// One decoded audio frame as `(channels, samples)` `f32`, channel-major. Integer samples
-/// are scaled to [-1, 1) (`x / 2^(bits-1)`; unsigned 8-bit centred first).
-pub(crate) fn frame_samples(f: &frame::Audio) -> Result<(usize, Vec<f32>), Msg> {
-    let channels = usize::from(f.channels()).max(1);
-    let n = f.samples();
-    let mut out = vec![0f32; channels * n];
-    let (kind, planar) = match f.format() {
-        Sample::None => return Err("audio frame without sample format".to_owned()),
-        Sample::U8(t) => (0, t),
-        Sample::I16(t) => (1, t),
-        Sample::I32(t) => (2, t),
-        Sample::I64(t) => (3, t),
-        Sample::F32(t) => (4, t),
-        Sample::F64(t) => (5, t),
-    };
-    let planar = planar == ffmpeg::format::sample::Type::Planar;
-    let width = [1usize, 2, 4, 8, 4, 8][kind];
-    let value = |b: &[u8]| -> f32 {
-        match kind {
-            0 => (f32::from(b[0]) - 128.0) / 128.0,
-            1 => f32::from(i16::from_ne_bytes([b[0], b[1]])) / 32768.0,
-            2 => {
-                (i32::from_ne_bytes(b.try_into().unwrap_or_default()) as f64 / 2147483648.0) as f32
-            }
-            3 => {
-                (i64::from_ne_bytes(b.try_into().unwrap_or_default()) as f64 / 9.223372036854776e18)
-                    as f32
-            }
-            4 => f32::from_ne_bytes(b.try_into().unwrap_or_default()),
-            _ => f64::from_ne_bytes(b.try_into().unwrap_or_default()) as f32,
+/// Audio samples in the type the decoder gives them, as PyAV's `AudioFrame.to_ndarray` hands
+/// them out (`u8` for unsigned 8-bit PCM, `i16` for 16-bit PCM and FLAC, `i32` for 24- and 32-bit,
+/// left-aligned as FFmpeg decodes them, `f32` for MP3, AAC, Opus and Vorbis, ...): no scaling.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AudioSamples {
+    /// Unsigned 8-bit, centred on 128.
+    U8(Vec<u8>),
+    /// Signed 16-bit.
+    I16(Vec<i16>),
+    /// Signed 32-bit.
+    I32(Vec<i32>),
+    /// Signed 64-bit.
+    I64(Vec<i64>),
+    /// 32-bit float.
+    F32(Vec<f32>),
+    /// 64-bit float.
+    F64(Vec<f64>),
+}
+
+impl AudioSamples {
+    /// Number of values (all channels).
+    pub fn len(&self) -> usize {
+        match self {
+            AudioSamples::U8(v) => v.len(),
+            AudioSamples::I16(v) => v.len(),
+            AudioSamples::I32(v) => v.len(),
+            AudioSamples::I64(v) => v.len(),
+            AudioSamples::F32(v) => v.len(),
+            AudioSamples::F64(v) => v.len(),
         }
-    };
+    }
+
+    /// Whether there are no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// numpy's name of the type (`"int16"`, `"float32"`, ...).
+    pub fn dtype(&self) -> &'static str {
+        match self {
+            AudioSamples::U8(_) => "uint8",
+            AudioSamples::I16(_) => "int16",
+            AudioSamples::I32(_) => "int32",
+            AudioSamples::I64(_) => "int64",
+            AudioSamples::F32(_) => "float32",
+            AudioSamples::F64(_) => "float64",
+        }
+    }
+
+    /// Value `i` as `f64`, unscaled.
+    pub fn get(&self, i: usize) -> Option<f64> {
+        match self {
+            AudioSamples::U8(v) => v.get(i).map(|&x| f64::from(x)),
+            AudioSamples::I16(v) => v.get(i).map(|&x| f64::from(x)),
+            AudioSamples::I32(v) => v.get(i).map(|&x| f64::from(x)),
+            AudioSamples::I64(v) => v.get(i).map(|&x| x as f64),
+            AudioSamples::F32(v) => v.get(i).map(|&x| f64::from(x)),
+            AudioSamples::F64(v) => v.get(i).copied(),
+        }
+    }
+
+    /// The values as `f32` in [-1, 1): integers divided by `2^(bits-1)` (unsigned 8-bit centred
+    /// first), floats as they are.
+    pub fn to_f32(&self) -> Vec<f32> {
+        match self {
+            AudioSamples::U8(v) => v.iter().map(|&x| (f32::from(x) - 128.0) / 128.0).collect(),
+            AudioSamples::I16(v) => v.iter().map(|&x| f32::from(x) / 32768.0).collect(),
+            AudioSamples::I32(v) => {
+                v.iter().map(|&x| (f64::from(x) / 2147483648.0) as f32).collect()
+            }
+            AudioSamples::I64(v) => {
+                v.iter().map(|&x| (x as f64 / 9.223372036854776e18) as f32).collect()
+            }
+            AudioSamples::F32(v) => v.clone(),
+            AudioSamples::F64(v) => v.iter().map(|&x| x as f32).collect(),
+        }
+    }
+}
+
+/// A sample type FFmpeg stores in native byte order.
+trait Native: Copy {
+    const WIDTH: usize;
+    fn read(b: &[u8]) -> Self;
+}
+
+macro_rules! native {
+    ($($t:ty),*) => {$(
+        impl Native for $t {
+            const WIDTH: usize = std::mem::size_of::<$t>();
+            fn read(b: &[u8]) -> Self {
+                <$t>::from_ne_bytes(b.try_into().unwrap_or_default())
+            }
+        }
+    )*};
+}
+native!(u8, i16, i32, i64, f32, f64);
+
+/// A frame's samples as `(channels, samples)`, channel-major.
+fn channel_major<T: Native>(f: &frame::Audio, channels: usize, planar: bool) -> Vec<T> {
+    let n = f.samples();
+    let mut out = Vec::with_capacity(channels * n);
     // SAFETY: FFmpeg's extended_data holds one plane per channel (planar) or one interleaved
     // plane, each of at least `samples * width` (times channels) bytes.
     let plane = |p: usize, len: usize| unsafe {
@@ -48,29 +117,59 @@ pub(crate) fn frame_samples(f: &frame::Audio) -> Result<(usize, Vec<f32>), Msg> 
     };
     if planar {
         for c in 0..channels {
-            let data = plane(c, n * width);
-            for (s, chunk) in data.chunks_exact(width).enumerate() {
-                out[c * n + s] = value(chunk);
-            }
+            out.extend(plane(c, n * T::WIDTH).chunks_exact(T::WIDTH).map(T::read));
         }
     } else {
-        let data = plane(0, n * width * channels);
-        for (i, chunk) in data.chunks_exact(width).enumerate() {
-            out[(i % channels) * n + i / channels] = value(chunk);
+        let data = plane(0, n * T::WIDTH * channels);
+        for c in 0..channels {
+            out.extend(data.chunks_exact(T::WIDTH).skip(c).step_by(channels).map(T::read));
         }
     }
-    Ok((channels, out))
+    out
+}
+
+/// One decoded audio frame as `(channels, samples)` in its own sample type, channel-major.
+pub(crate) fn frame_samples(f: &frame::Audio) -> Result<(usize, AudioSamples), Msg> {
+    let channels = usize::from(f.channels()).max(1);
+    let planar = |t| t == ffmpeg::format::sample::Type::Planar;
+    Ok((
+        channels,
+        match f.format() {
+            Sample::None => return Err("audio frame without sample format".to_owned()),
+            Sample::U8(t) => AudioSamples::U8(channel_major(f, channels, planar(t))),
+            Sample::I16(t) => AudioSamples::I16(channel_major(f, channels, planar(t))),
+            Sample::I32(t) => AudioSamples::I32(channel_major(f, channels, planar(t))),
+            Sample::I64(t) => AudioSamples::I64(channel_major(f, channels, planar(t))),
+            Sample::F32(t) => AudioSamples::F32(channel_major(f, channels, planar(t))),
+            Sample::F64(t) => AudioSamples::F64(channel_major(f, channels, planar(t))),
+        },
+    ))
 }
 
 /// Samples `[from, to)` of a `(channels, n)` buffer, appended per channel.
 struct Parts {
     channels: usize,
-    chunks: Vec<(Vec<f32>, usize, usize, usize)>,
+    chunks: Vec<(AudioSamples, usize, usize, usize)>,
     count: usize,
 }
 
+/// Channel `c`'s samples `[from, to)` of every chunk, channel after channel.
+fn gather<T: Copy>(
+    channels: usize,
+    count: usize,
+    chunks: &[(&[T], usize, usize, usize)],
+) -> Vec<T> {
+    let mut data = Vec::with_capacity(channels * count);
+    for c in 0..channels {
+        for (chunk, n, from, to) in chunks {
+            data.extend_from_slice(&chunk[c * n + from..c * n + to]);
+        }
+    }
+    data
+}
+
 impl Parts {
-    fn push(&mut self, (channels, data): (usize, Vec<f32>), from: usize, to: Option<usize>) {
+    fn push(&mut self, (channels, data): (usize, AudioSamples), from: usize, to: Option<usize>) {
         self.channels = channels;
         let n = data.len() / channels.max(1);
         let from = from.min(n);
@@ -79,14 +178,37 @@ impl Parts {
         self.chunks.push((data, n, from, to));
     }
 
-    fn into_clip(self, start: f64, end: f64) -> AudioClip {
-        let mut data = Vec::with_capacity(self.channels * self.count);
-        for c in 0..self.channels {
-            for (chunk, n, from, to) in &self.chunks {
-                data.extend_from_slice(&chunk[c * n + from..c * n + to]);
-            }
+    fn into_clip(self, start: f64, end: f64) -> Result<AudioClip, Msg> {
+        macro_rules! typed {
+            ($variant:ident) => {{
+                let mut chunks = Vec::with_capacity(self.chunks.len());
+                for (data, n, from, to) in &self.chunks {
+                    let AudioSamples::$variant(v) = data else {
+                        return Err(format!(
+                            "the audio sample type changed inside the stream ({} after {})",
+                            data.dtype(),
+                            self.chunks[0].0.dtype()
+                        ));
+                    };
+                    chunks.push((v.as_slice(), *n, *from, *to));
+                }
+                AudioSamples::$variant(gather(self.channels, self.count, &chunks))
+            }};
         }
-        AudioClip { channels: self.channels, samples: self.count, data, timestamps: (start, end) }
+        let data = match self.chunks.first().map(|c| &c.0) {
+            None | Some(AudioSamples::F32(_)) => typed!(F32),
+            Some(AudioSamples::U8(_)) => typed!(U8),
+            Some(AudioSamples::I16(_)) => typed!(I16),
+            Some(AudioSamples::I32(_)) => typed!(I32),
+            Some(AudioSamples::I64(_)) => typed!(I64),
+            Some(AudioSamples::F64(_)) => typed!(F64),
+        };
+        Ok(AudioClip {
+            channels: self.channels,
+            samples: self.count,
+            data,
+            timestamps: (start, end),
+        })
     }
 }
 
@@ -202,7 +324,7 @@ pub(crate) fn audio_clips(
             check_whole_length(c, stream, rate, parts.count as u64)?;
         }
         if let (false, Some(s), Some(e)) = (parts.chunks.is_empty(), clip_start, clip_end) {
-            out.push(parts.into_clip(s, e));
+            out.push(parts.into_clip(s, e)?);
         }
     }
     Ok(out)

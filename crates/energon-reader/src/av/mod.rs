@@ -7,21 +7,23 @@
 //! demuxer's index, Matroska/WebM by PTS, anything else through an index built by demuxing.
 //! Video frames come out as RGB24, logically `(frames, 3, height, width)` `u8` stored frame by
 //! frame as `(height, width, 3)` (the reference's permuted view); audio as `(channels,
-//! samples)` `f32`.
+//! samples)` in the decoder's own sample type (`AudioSamples`), as PyAV hands it out.
 
 mod audio;
 mod container;
 mod meta;
 mod reader;
+mod scale;
 mod skip;
 
-use std::cell::RefCell;
-
 use bytes::Bytes;
-use ffmpeg::{format::Pixel, frame, media::Type, software::scaling};
+use ffmpeg::{frame, media::Type};
 use ffmpeg_next as ffmpeg;
 
-pub use self::meta::{MetadataRequest, guess_extension};
+pub use self::{
+    audio::AudioSamples,
+    meta::{MetadataRequest, guess_extension},
+};
 use self::{
     container::{Container, FrameIter, Msg, fraction, ticks_to_seconds},
     reader::{Index, Reader, VideoReader},
@@ -94,15 +96,15 @@ impl VideoClip {
     }
 }
 
-/// An audio clip, `(channels, samples)` `f32`, channel by channel.
+/// An audio clip, `(channels, samples)`, channel by channel.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AudioClip {
     /// Number of channels.
     pub channels: usize,
     /// Samples per channel.
     pub samples: usize,
-    /// The samples, channel-major.
-    pub data: Vec<f32>,
+    /// The samples, channel-major, in the decoder's sample type.
+    pub data: AudioSamples,
     /// Start and end in seconds.
     pub timestamps: (f64, f64),
 }
@@ -225,7 +227,7 @@ impl AvDecoder {
                 let (w, h) =
                     out_size.map_or((f.width(), f.height()), |(w, h)| (w as u32, h as u32));
                 size = (w as usize, h as usize);
-                SCALER.with_borrow_mut(|scaler| rgb(f, w, h, scaler, &mut data))?;
+                scale::rgb(f, w, h, &mut data)?;
                 let pts = reader::pts_of(f)?;
                 first.get_or_insert(ticks_to_seconds(pts, time_base));
                 last = Some(ticks_to_seconds(pts + container::Timed::duration(f), time_base));
@@ -379,50 +381,6 @@ impl AvDecoder {
         })?;
         Ok(m.audio_duration)
     }
-}
-
-/// A scaling context with the source format and the sizes it was made for, and the frame it
-/// converts into (allocated once, reused for every frame of the same sizes).
-type Scaler = (scaling::Context, (Pixel, u32, u32, u32, u32), frame::Video);
-
-thread_local! {
-    /// The scaling context this thread used last: clip requests on videos of one size (every
-    /// request opens its media afresh) set it up once rather than once per request.
-    static SCALER: RefCell<Option<Scaler>> = const { RefCell::new(None) };
-}
-
-/// Converts a frame to RGB24 at `w` x `h` (bilinear, as PyAV's `reformat`) and appends its
-/// rows to `out` without padding.
-fn rgb(
-    f: &frame::Video,
-    w: u32,
-    h: u32,
-    scaler: &mut Option<Scaler>,
-    out: &mut Vec<u8>,
-) -> Result<(), Msg> {
-    let key = (f.format(), f.width(), f.height(), w, h);
-    if scaler.as_ref().is_none_or(|(_, k, _)| *k != key) {
-        let ctx = scaling::Context::get(
-            key.0,
-            key.1,
-            key.2,
-            Pixel::RGB24,
-            w,
-            h,
-            scaling::Flags::BILINEAR,
-        )
-        .map_err(|e| format!("cannot convert frames to RGB: {e}"))?;
-        *scaler = Some((ctx, key, frame::Video::empty()));
-    }
-    let Some((ctx, _, dst)) = scaler.as_mut() else { unreachable!() };
-    ctx.run(f, dst).map_err(|e| format!("cannot convert frames to RGB: {e}"))?;
-    let stride = dst.stride(0);
-    let row = w as usize * 3;
-    let plane = dst.data(0);
-    for y in 0..h as usize {
-        out.extend_from_slice(&plane[y * stride..y * stride + row]);
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -5,11 +5,9 @@ use serde_json::Value;
 
 use super::*;
 
-/// Largest per-frame channel mean difference (0..255) accepted against the reference.
-const MEAN_TOLERANCE: f64 = 1.0;
-/// Largest single-pixel difference accepted: the recording's FFmpeg (8.0) and the one this
-/// crate links (5.1 and later) round YUV to RGB scaling differently at chroma edges.
-const PIXEL_TOLERANCE: u8 = 32;
+/// Largest per-frame channel mean difference (0..255) accepted against the reference (the
+/// recording rounds means to 4 decimals; pixels must be equal).
+const MEAN_TOLERANCE: f64 = 1e-3;
 /// Audio durations that come from FFmpeg itself and differ between its versions: the MP3
 /// header estimate, and the end trimming of Opus in Matroska (newer FFmpeg applies the
 /// discard padding to the last frame's duration). See docs/compat.md.
@@ -145,9 +143,14 @@ impl Report {
             self.check(g.timestamps == ts, || {
                 format!("{at} clip {k}: timestamps {:?}, reference {ts:?}", g.timestamps)
             });
+            self.check(g.data.dtype() == w["dtype"], || {
+                format!("{at} clip {k}: dtype {}, reference {}", g.data.dtype(), w["dtype"])
+            });
+            // The recording scales integer samples by 1/32768 (it has 16-bit ones only).
+            let scale = if g.data.dtype().starts_with("float") { 1.0 } else { 32768.0 };
             for (i, h) in w["head"].as_array().unwrap().iter().enumerate() {
                 if let Some(v) = g.data.get(i) {
-                    self.max_audio = self.max_audio.max((f64::from(*v) - num(h)).abs());
+                    self.max_audio = self.max_audio.max((v / scale - num(h)).abs());
                 }
             }
         }
@@ -245,7 +248,7 @@ fn matches_the_reference_recording() {
     r.failures.retain(|f| !FFMPEG_VERSION_DEPENDENT.iter().any(|k| f.starts_with(k)));
     assert!(r.failures.is_empty(), "{} mismatches:\n{}", r.failures.len(), r.failures.join("\n"));
     assert!(
-        r.max_pixel <= PIXEL_TOLERANCE
+        r.max_pixel == 0
             && r.max_mean <= MEAN_TOLERANCE
             && r.max_audio <= AUDIO_TOLERANCE
     );
