@@ -16,6 +16,8 @@ use ffmpeg::{
 };
 use ffmpeg_next as ffmpeg;
 
+use super::timing::Timing;
+
 /// An error message (the caller adds where the media lies).
 pub(crate) type Msg = String;
 
@@ -49,6 +51,8 @@ fn gcd(mut a: u128, mut b: u128) -> u128 {
 /// An open container over bytes.
 pub(crate) struct Container {
     pub(crate) input: Input,
+    /// Stream timing as the reference's FFmpeg reports it.
+    timing: Timing,
 }
 
 /// Initializes FFmpeg once and silences its own logging (libraries do not print).
@@ -72,9 +76,11 @@ impl Container {
         }
         let io = format::context::StreamIo::from_read_seek(Cursor::new(data.clone()))
             .map_err(|e| format!("cannot set up reading: {e}"))?;
-        let input = format::input_from_stream(io, None, None)
+        let mut input = format::input_from_stream(io, None, None)
             .map_err(|e| format!("FFmpeg cannot open it: {e}"))?;
-        Ok(Container { input })
+        // SAFETY: the context just opened.
+        let timing = Timing::apply(unsafe { input.as_mut_ptr() }, data);
+        Ok(Container { input, timing })
     }
 
     /// The index of the first stream of a kind (PyAV's `streams.video[0]`).
@@ -130,7 +136,10 @@ impl Container {
         loop {
             let mut packet = Packet::empty();
             match packet.read(&mut self.input) {
-                Ok(()) if packet.stream() == index => return Ok(Some(packet)),
+                Ok(()) if packet.stream() == index => {
+                    self.timing.packet(&mut packet, self.stream_ptr(index), index);
+                    return Ok(Some(packet));
+                }
                 Ok(()) => {}
                 Err(ffmpeg::Error::Eof) => return Ok(None),
                 Err(e) => return Err(format!("cannot read a packet: {e}")),
@@ -272,7 +281,10 @@ impl<F: Timed> FrameIter<F> {
                 }
                 None => {
                     self.exhausted = true;
-                    // The decoder may refuse the drain request when it holds nothing.
+                    // The decoder may refuse the drain request when it holds nothing. Drained,
+                    // it takes packets again only after a flush (a clip after one that started
+                    // past the end).
+                    self.used = true;
                     let _ = self.decoder.send_eof();
                     self.drain()?;
                 }

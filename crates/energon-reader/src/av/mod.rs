@@ -15,6 +15,7 @@ mod meta;
 mod reader;
 mod scale;
 mod skip;
+mod timing;
 
 use bytes::Bytes;
 use ffmpeg::{frame, media::Type};
