@@ -256,3 +256,33 @@ print(sorted(n for _, n in zip(range({N}), loader)))
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == str(sorted([0] + [8] * (N - 1)))
+
+
+def test_torch_is_imported_as_the_loader_starts_not_on_a_loader_thread_at_the_first_clip(vidqa):
+    # A fresh interpreter that has not imported torch, and a task encoder that decodes clips in
+    # `encode_sample`, on the loader's threads: torch must be imported already, by the thread
+    # that started the loader.
+    code = f"""
+import sys, threading, importlib.abc
+seen = []
+class Spy(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "torch":
+            seen.append(threading.current_thread() is threading.main_thread())
+        return None
+sys.meta_path.insert(0, Spy())
+import energon_rs
+assert "torch" not in sys.modules
+class Clips(energon_rs.DefaultTaskEncoder):
+    @energon_rs.stateless
+    def encode_sample(self, sample):
+        clips, _ = sample.video.get_video_clips([(0, 2)], "frames")
+        return type(clips[0]).__module__
+wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)
+ds = energon_rs.get_val_dataset({str(vidqa)!r}, split_part="train", worker_config=wc,
+                                batch_size=None, task_encoder=Clips())
+print(next(iter(energon_rs.get_loader(ds))), seen and all(seen))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "torch True"

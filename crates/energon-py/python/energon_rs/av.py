@@ -13,7 +13,9 @@ dataset, shard and key of the part.
 
 from __future__ import annotations
 
+import importlib.util
 import io
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Literal, Optional, Sequence, Union
@@ -38,6 +40,15 @@ def _tensor(array: np.ndarray) -> Any:
     import torch
 
     return torch.from_numpy(array)
+
+
+def preload() -> None:
+    """Imports torch, which clips are handed out as, on the calling thread, where it is
+    installed and not imported yet: the loader calls it as it starts, so that the first clip a
+    loader thread or hook decodes does not import torch there (seconds, holding the import lock
+    and the GIL)."""
+    if "torch" not in sys.modules and importlib.util.find_spec("torch") is not None:
+        import torch  # noqa: F401
 
 
 @dataclass

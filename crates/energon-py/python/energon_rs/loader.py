@@ -17,6 +17,7 @@ import weakref
 from typing import Any, Iterator, Optional, Union
 
 from . import _native
+from . import av as _av
 from .debug_log import DebugLog
 from .load import _LeafDataset, _LoadedMetadataset, load_dataset
 from .sample import _pin_memory
@@ -50,6 +51,7 @@ _LIVE: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 def _start_loader(spec: Any, **kwargs: Any) -> Any:
     """Starts a native loader (its threads), registered to be stopped at exit."""
+    _av.preload()
     loader = _native._Loader(spec, **kwargs)
     _LIVE.add(loader)
     return loader

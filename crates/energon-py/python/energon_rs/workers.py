@@ -36,7 +36,7 @@ import sys
 import traceback
 from typing import Any, Optional
 
-from . import _native
+from . import _native, av
 
 __all__ = ["WORKER_TYPES", "ProcessWorkers", "dumps", "loads"]
 
@@ -184,6 +184,7 @@ def _serve(
     # open here, they would hide the main process's end from those workers.
     for other in inherited:
         other.close()
+    av.preload()
     torch = sys.modules.get("torch")
     if torch is not None:
         # torch's thread pool of the parent is not in a forked child (its next parallel region
