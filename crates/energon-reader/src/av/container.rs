@@ -83,6 +83,28 @@ impl Container {
         Ok(Container { input, timing })
     }
 
+    /// Opens bytes `data` that lie at `offset` of the file at `path` through FFmpeg's `subfile`
+    /// protocol: FFmpeg reads and seeks in the file itself, nothing is copied.
+    pub(crate) fn open_subfile(
+        path: &std::path::Path,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<Self, Msg> {
+        init();
+        if data.is_empty() {
+            return Err("empty media part".to_owned());
+        }
+        let path =
+            std::path::absolute(path).map_err(|e| format!("cannot resolve the path: {e}"))?;
+        let path = path.to_str().ok_or("the file path is not UTF-8")?;
+        let end = offset + data.len() as u64;
+        let url = format!("subfile,,start,{offset},end,{end},,:file:{path}");
+        let mut input = format::input(&url).map_err(|e| format!("FFmpeg cannot open it: {e}"))?;
+        // SAFETY: the context just opened.
+        let timing = Timing::apply(unsafe { input.as_mut_ptr() }, data);
+        Ok(Container { input, timing })
+    }
+
     /// The index of the first stream of a kind (PyAV's `streams.video[0]`).
     pub(crate) fn first(&self, kind: Type) -> Option<usize> {
         self.input.streams().find(|s| s.parameters().medium() == kind).map(|s| s.index())

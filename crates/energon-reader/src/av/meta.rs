@@ -74,6 +74,17 @@ fn demux(c: &mut Container, index: usize) -> Result<(u64, Option<i64>), Msg> {
     Ok((count, last))
 }
 
+/// The metadata `prepare-media` stores for an audio or video file, as the reference's
+/// `AVDecoder.get_metadata(get_audio_num_samples=True)` gives it; a file-backed source is read
+/// in place (see `Container::open_subfile`).
+pub(crate) fn probe(source: crate::media::AvSource<'_>) -> Result<AvMetadata, Msg> {
+    let mut c = match source.file {
+        Some((path, offset)) => Container::open_subfile(path, offset, source.data)?,
+        None => Container::open(&bytes::Bytes::copy_from_slice(source.data))?,
+    };
+    metadata(&mut c, MetadataRequest { audio_num_samples: true, ..MetadataRequest::default() })
+}
+
 pub(crate) fn metadata(c: &mut Container, req: MetadataRequest) -> Result<AvMetadata, Msg> {
     let mut m = AvMetadata::default();
     if let (true, Some(v)) = (req.video, c.first(Type::Video)) {

@@ -21,6 +21,7 @@ use bytes::Bytes;
 use ffmpeg::{frame, media::Type};
 use ffmpeg_next as ffmpeg;
 
+pub(crate) use self::meta::probe;
 pub use self::{
     audio::AudioSamples,
     meta::{MetadataRequest, guess_extension},

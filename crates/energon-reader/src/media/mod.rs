@@ -16,6 +16,8 @@
 //! codec that is not supported) are reported as [`Skipped`] with a reason; they never stop a
 //! run.
 
+// Audio metadata without FFmpeg (and, in tests, the check that both read WAV alike).
+#[cfg(any(test, not(feature = "video")))]
 mod audio;
 mod filter;
 mod fnmatch;
@@ -24,8 +26,6 @@ pub mod prepare;
 mod sniff;
 #[cfg(any(test, feature = "synth"))]
 pub mod synth;
-#[cfg(feature = "video")]
-mod video;
 
 #[cfg(test)]
 mod tests;
@@ -62,42 +62,34 @@ pub struct AvSource<'a> {
 /// Reads the audio/video metadata of `source`; `name` (the entry name) is a hint for the
 /// container format only.
 ///
-/// Audio in WAV, FLAC, MP3 and Ogg/Vorbis is read with symphonia, decoding every packet to
-/// count the samples, as the reference counts them with FFmpeg. Other containers (MP4, MKV,
-/// WebM, AVI, MOV, M4A, AAC) and audio that symphonia cannot read need the cargo feature `video`
-/// (FFmpeg); without it they are reported as an error.
-pub fn probe_av(name: &str, source: AvSource<'_>) -> Result<AvMetadata, String> {
-    let audio_err = match audio::probe_audio(name, source.data) {
-        Ok(meta) => return Ok(meta),
-        Err(e) => e,
-    };
-    probe_with_ffmpeg(name, source, audio_err)
-}
-
+/// With the cargo feature `video`, FFmpeg reads every container as the reference's
+/// `AVDecoder.get_metadata(get_audio_num_samples=True)` does (one implementation with the
+/// loader's `AVDecoder`). Without it, audio in WAV, FLAC, MP3 and Ogg/Vorbis is read with
+/// symphonia, decoding every packet to count the samples, and other containers are an error.
 #[cfg(feature = "video")]
-fn probe_with_ffmpeg(
-    _name: &str,
-    source: AvSource<'_>,
-    _audio_err: String,
-) -> Result<AvMetadata, String> {
-    video::probe_video(source)
+pub fn probe_av(_name: &str, source: AvSource<'_>) -> Result<AvMetadata, String> {
+    crate::av::probe(source)
 }
 
+/// Reads the audio/video metadata of `source`; `name` (the entry name) is a hint for the
+/// container format only.
+///
+/// Without the cargo feature `video`, audio in WAV, FLAC, MP3 and Ogg/Vorbis is read with
+/// symphonia, decoding every packet to count the samples as the reference counts them with
+/// FFmpeg; other containers (MP4, MKV, WebM, AVI, MOV, M4A, AAC) are reported as an error.
 #[cfg(not(feature = "video"))]
-fn probe_with_ffmpeg(
-    name: &str,
-    _source: AvSource<'_>,
-    audio_err: String,
-) -> Result<AvMetadata, String> {
-    let ext = filter::last_suffix(name);
-    if audio::SYMPHONIA_EXTENSIONS.contains(&ext.as_str()) {
-        Err(audio_err)
-    } else {
-        Err(format!(
-            "{audio_err}; video containers need energon built with the cargo feature `video` \
-             (FFmpeg)"
-        ))
-    }
+pub fn probe_av(name: &str, source: AvSource<'_>) -> Result<AvMetadata, String> {
+    audio::probe_audio(name, source.data).map_err(|audio_err| {
+        let ext = filter::last_suffix(name);
+        if audio::SYMPHONIA_EXTENSIONS.contains(&ext.as_str()) {
+            audio_err
+        } else {
+            format!(
+                "{audio_err}; video containers need energon built with the cargo feature \
+                 `video` (FFmpeg)"
+            )
+        }
+    })
 }
 
 /// Reads the metadata of one entry of type `media_type`.

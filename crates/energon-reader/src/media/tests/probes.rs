@@ -243,8 +243,20 @@ fn wav_and_flac_audio() {
     assert_eq!(av("a.wav", &wav), Ok(want.clone()));
     // The container is found from the content; the name is only a hint.
     assert_eq!(av("a.bin", &wav), Ok(want.clone()));
+    // This FLAC's frames carry no durations and its last frame no timestamp: the reference's
+    // FFmpeg ends the audio at the last timestamped frame (1.368 s, as recorded from it);
+    // symphonia, without FFmpeg, counts every sample.
+    let flac_duration = if cfg!(feature = "video") { 1.368 } else { 1.5 };
+    let want = AvMetadata { audio_duration: Some(flac_duration), ..want };
     assert_eq!(av("x.flac", &synth::flac(2, 16000, 24000)), Ok(want));
-    let mono = av("m.flac", &synth::flac(1, 44100, 1000)).unwrap();
+    let mono = av("m.flac", &synth::flac(1, 44100, 1000));
+    if cfg!(feature = "video") {
+        // A single-frame FLAC without a seek table: the reference's FFmpeg cannot seek to its
+        // start ("Operation not permitted", recorded from it), and neither can ours.
+        assert!(mono.as_ref().is_err_and(|e| e.contains("cannot seek")), "{mono:?}");
+        return;
+    }
+    let mono = mono.unwrap();
     assert_eq!(mono.audio_channels, Some(1));
     assert_eq!(mono.audio_num_samples, Some(1000));
     // Python: 1000 * float(Fraction(1, 44100)).
