@@ -26,7 +26,6 @@ mod jpeg;
 #[cfg(test)]
 pub(crate) mod limit_tests;
 mod npy;
-mod sniff;
 mod tensor;
 #[cfg(test)]
 mod tests;
@@ -313,10 +312,11 @@ impl Decoder {
         let ext = part.rsplit('.').next().unwrap_or(part);
         let mut format = ext.to_ascii_lowercase();
         if self.guess_content
-            && let Some((sniffed_kind, sniffed_ext)) = sniff::sniff(data)
+            && let Some((guessed, _)) = crate::filetype::guess(data)
         {
-            kind = sniffed_kind;
-            sniffed_ext.clone_into(&mut format);
+            // The reference decodes the part as the extension `filetype` guesses.
+            kind = PartKind::of(guessed);
+            guessed.clone_into(&mut format);
         }
         match kind {
             PartKind::Image if self.image == ImageDecode::Raw => Ok(Decoded::Bytes(data.clone())),

@@ -41,6 +41,7 @@ pub mod decode;
 mod error;
 mod field_map;
 pub mod file_store;
+mod filetype;
 mod jsonl;
 pub mod leaf;
 pub mod lint;

@@ -250,6 +250,27 @@ fn check_whole_length(c: &Container, stream: usize, rate: u32, decoded: u64) -> 
     Ok(())
 }
 
+/// The first audio stream of `c` decoded whole, every frame (timestamped or not), with its
+/// sample rate: the eager decoder's audio. Less than a FLAC, WAV or MP3 header declares is a cut
+/// or corrupt file, as for a whole-stream clip.
+pub(crate) fn decode_all(c: &mut Container) -> Result<(u32, AudioClip), Msg> {
+    let stream = c.first(ffmpeg::media::Type::Audio).ok_or("no audio stream")?;
+    let rate = super::meta::sample_rate(c, stream)? as u32;
+    let mut iter = FrameIter::<frame::Audio>::new(c, stream)?;
+    let mut parts = Parts { channels: 1, chunks: Vec::new(), count: 0 };
+    while let Some(f) = iter.next(c)? {
+        parts.push(frame_samples(&f)?, 0, None);
+    }
+    check_whole_length(c, stream, rate, parts.count as u64)?;
+    if parts.count == 0 {
+        return Err(
+            "corrupt audio: the stream decodes to no samples (truncated or not audio)".to_owned()
+        );
+    }
+    let seconds = parts.count as f64 / f64::from(rate);
+    Ok((rate, parts.into_clip(0.0, seconds)?))
+}
+
 pub(crate) fn audio_clips(
     c: &mut Container,
     stream: usize,

@@ -1,6 +1,5 @@
 //! Stream metadata as the reference's `AVDecoder.get_metadata` computes it (header values
-//! first, demuxing or decoding only for what the header lacks and the flags ask for), and the
-//! file type of the content as the `filetype` package guesses it.
+//! first, demuxing or decoding only for what the header lacks and the flags ask for).
 
 use ffmpeg::{frame, media::Type};
 use ffmpeg_next as ffmpeg;
@@ -156,72 +155,4 @@ pub(crate) fn metadata(c: &mut Container, req: MetadataRequest) -> Result<AvMeta
         m.audio_channels = Some(channels.max(0) as u32);
     }
     Ok(m)
-}
-
-fn at(buf: &[u8], offset: usize, sig: &[u8]) -> bool {
-    buf.get(offset..offset + sig.len()) == Some(sig)
-}
-
-fn find(buf: &[u8], needle: &[u8]) -> bool {
-    buf.windows(needle.len()).any(|w| w == needle)
-}
-
-/// The extension `filetype.guess` gives for the video and audio types among its matchers,
-/// tried in its order on the first 8192 bytes; images and other types give `None`.
-pub fn guess_extension(data: &[u8]) -> Option<&'static str> {
-    let buf = &data[..data.len().min(8192)];
-    let isobmff = buf.len() >= 16
-        && at(buf, 4, b"ftyp")
-        && buf.len() >= u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-    let brands = || {
-        let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-        let major = &buf[8..12];
-        let compatible: Vec<&[u8]> =
-            (16..len).step_by(4).filter_map(|i| buf.get(i..i + 4)).collect();
-        (major, compatible)
-    };
-    let ebml = at(buf, 0, &[0x1a, 0x45, 0xdf, 0xa3]);
-    let mp4_brand = |b: &[u8]| matches!(b, b"mp41" | b"mp42" | b"isom");
-    if isobmff {
-        let (major, compatible) = brands();
-        if compatible.iter().any(|b| mp4_brand(b)) || mp4_brand(major) {
-            return Some("mp4");
-        }
-    }
-    if buf.len() > 10 && at(buf, 0, &[0, 0, 0, 0x1c]) && at(buf, 4, b"ftypM4V") {
-        return Some("m4v");
-    }
-    if ebml && find(buf, b"\x42\x82\x88matroska") {
-        return Some("mkv");
-    }
-    if isobmff && brands().0 == b"qt  " {
-        return Some("mov");
-    }
-    if buf.len() > 11 && at(buf, 0, b"RIFF") && at(buf, 8, b"AVI ") {
-        return Some("avi");
-    }
-    if ebml && find(buf, b"\x42\x82\x84webm") {
-        return Some("webm");
-    }
-    if buf.len() > 3 && at(buf, 0, b"FLV\x01") {
-        return Some("flv");
-    }
-    if buf.len() > 1 && buf[0] == 0xff && (buf[1] == 0xf1 || buf[1] == 0xf9) {
-        return Some("aac");
-    }
-    if buf.len() > 2
-        && (at(buf, 0, b"ID3")
-            || at(buf, 0, &[0xff, 0xf2])
-            || at(buf, 0, &[0xff, 0xf3])
-            || at(buf, 0, &[0xff, 0xfb]))
-    {
-        return Some("mp3");
-    }
-    if buf.len() > 3 && at(buf, 0, b"fLaC") {
-        return Some("flac");
-    }
-    if buf.len() > 11 && at(buf, 0, b"RIFF") && at(buf, 8, b"WAVE") {
-        return Some("wav");
-    }
-    None
 }

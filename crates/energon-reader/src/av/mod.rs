@@ -21,11 +21,10 @@ use bytes::Bytes;
 use ffmpeg::{frame, media::Type};
 use ffmpeg_next as ffmpeg;
 
+#[cfg(any(test, feature = "synth"))]
+pub(crate) use self::container::init;
 pub(crate) use self::meta::probe;
-pub use self::{
-    audio::AudioSamples,
-    meta::{MetadataRequest, guess_extension},
-};
+pub use self::{audio::AudioSamples, meta::MetadataRequest};
 use self::{
     container::{Container, FrameIter, Msg, fraction, ticks_to_seconds},
     reader::{Index, Reader, VideoReader},
@@ -151,9 +150,10 @@ impl AvDecoder {
         Container::open(&self.data).map_err(|e| self.err(e))
     }
 
-    /// The file type the reference's content sniffing gives (`mp4`, `mkv`, `wav`, ...).
+    /// The file type the reference's content sniffing (`filetype.guess`) gives (`mp4`, `mkv`,
+    /// `wav`, ...).
     pub fn extension(&self) -> Option<&'static str> {
-        guess_extension(&self.data)
+        crate::filetype::guess(&self.data).map(|(ext, _)| ext)
     }
 
     /// How video seeks work for this container.
@@ -314,6 +314,13 @@ impl AvDecoder {
             Some("flac" | "mp3" | "wav") => self.audio().map(Some),
             _ => Ok(None),
         }
+    }
+
+    /// The first audio stream decoded whole (every frame, whether or not it has a timestamp),
+    /// and its sample rate: what the eager decoder (`decode::Decoder`) makes of an audio part.
+    pub fn decode_audio(&self) -> Result<(u32, AudioClip), AvError> {
+        let mut c = self.open()?;
+        audio::decode_all(&mut c).map_err(|e| self.err(e))
     }
 
     /// Whether the container has a video stream.

@@ -1,8 +1,12 @@
-//! Audio parts (wav, flac, mp3, ogg/vorbis): fully decoded with symphonia to `f32` PCM.
+//! Audio parts (wav, flac, mp3, ogg/vorbis): fully decoded to `f32` PCM, with the AV decoder
+//! (FFmpeg, as the reference decodes audio) where the `video` feature links it, with symphonia
+//! otherwise.
 
+#[cfg(not(feature = "video"))]
 use std::io::Cursor;
 
 use bytes::Bytes;
+#[cfg(not(feature = "video"))]
 use symphonia::core::{
     codecs::audio::AudioDecoderOptions,
     errors::Error as SymphoniaError,
@@ -42,6 +46,7 @@ impl Audio {
 
 /// A decoded stream must hold samples, and as many as its header declares where it declares an
 /// exact length (`declared`).
+#[cfg(not(feature = "video"))]
 fn check_length(frames: u64, declared: Option<u64>) -> Result<(), String> {
     match declared {
         Some(n) if frames != n => Err(format!(
@@ -56,8 +61,22 @@ fn check_length(frames: u64, declared: Option<u64>) -> Result<(), String> {
     }
 }
 
-/// Decodes the default audio track of `data`; `extension` (`wav`, `flac`, ...) is a hint only,
-/// the container is found from the content.
+/// Decodes the first audio stream of `data` whole with the AV decoder (FFmpeg), as `f32` in
+/// [-1, 1); the container is found from the content.
+#[cfg(feature = "video")]
+pub(crate) fn decode_audio(data: &Bytes, _extension: &str) -> Result<Audio, String> {
+    let (sample_rate, clip) =
+        crate::av::AvDecoder::new(data.clone(), "").decode_audio().map_err(|e| e.reason)?;
+    let samples = Tensor {
+        shape: vec![clip.channels, clip.samples],
+        data: TensorData::F32(clip.data.to_f32()),
+    };
+    Ok(Audio { sample_rate, samples })
+}
+
+/// Decodes the default audio track of `data` with symphonia; `extension` (`wav`, `flac`, ...)
+/// is a hint only, the container is found from the content.
+#[cfg(not(feature = "video"))]
 pub(crate) fn decode_audio(data: &Bytes, extension: &str) -> Result<Audio, String> {
     let mss = MediaSourceStream::new(Box::new(Cursor::new(data.clone())), Default::default());
     let mut hint = Hint::new();

@@ -317,7 +317,8 @@ fn bad_audio_is_an_error_and_raw_av_keeps_bytes() {
     let err = rgb8().decode("flac", &Bytes::from_static(b"not audio at all")).unwrap_err();
     assert!(!err.is_empty());
     let err = rgb8().decode("wav", &wav(0, 1, &[1, 2])).unwrap_err();
-    assert!(err.contains("sample rate 0"), "{err}");
+    // FFmpeg does not open a WAV of rate 0; symphonia opens it and finds the rate.
+    assert!(err.contains("sample rate 0") || err.contains("cannot open"), "{err}");
     let raw = Decoder { av: AvDecode::Raw, ..Decoder::default() };
     let Decoded::Video(v) = decode(raw, "wav", &wav(8000, 1, &[1])) else { panic!() };
     assert_eq!(v.format, "wav");

@@ -1,7 +1,8 @@
 //! [`MediaFilter`]: which entries a media run looks at, and whether each is an image or
 //! audio/video.
 
-use super::{fnmatch::fnmatch, sniff::sniff_media_type};
+use super::fnmatch::fnmatch;
+use crate::filetype::{self, Kind};
 use crate::{Error, Result};
 use energon_index::media::MediaStrategy;
 
@@ -135,5 +136,15 @@ pub(crate) fn type_by_extension(name: &str) -> Option<MediaType> {
         Some(MediaType::Av)
     } else {
         None
+    }
+}
+
+/// The media type `filetype`'s guess of the content implies (its MIME type's `image/`,
+/// `audio/` or `video/`), as the reference's header strategy takes it.
+fn sniff_media_type(data: &[u8]) -> Option<MediaType> {
+    match filetype::guess(data)?.1 {
+        Kind::Image => Some(MediaType::Image),
+        Kind::Audio | Kind::Video => Some(MediaType::Av),
+        Kind::Other => None,
     }
 }

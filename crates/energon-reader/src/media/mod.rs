@@ -23,7 +23,6 @@ mod filter;
 mod fnmatch;
 mod image;
 pub mod prepare;
-mod sniff;
 #[cfg(any(test, feature = "synth"))]
 pub mod synth;
 

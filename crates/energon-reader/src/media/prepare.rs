@@ -34,7 +34,8 @@ use energon_index::{
     tar_scan::scan_bytes,
 };
 
-use super::{AvSource, MediaFilter, Skipped, probe, sniff::PROBE_SIZE};
+use super::{AvSource, MediaFilter, Skipped, probe};
+use crate::filetype::SIGNATURE_BYTES;
 use crate::{
     Error, Result,
     mapped::{join_rel, map_file},
@@ -380,7 +381,7 @@ fn probe_entry(
     source: AvSource<'_>,
     result: &mut TaskResult,
 ) {
-    let head = &source.data[..source.data.len().min(PROBE_SIZE)];
+    let head = &source.data[..source.data.len().min(SIGNATURE_BYTES)];
     let Some(media_type) = filter.media_type(name, head) else { return };
     match probe(media_type, name, source) {
         Ok(metadata) => result.rows.push((entry_key, metadata)),

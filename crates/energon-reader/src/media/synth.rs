@@ -148,8 +148,7 @@ pub fn video(
     use ffmpeg_next as ffmpeg;
 
     let err = |e: ffmpeg::Error| e.to_string();
-    ffmpeg::init().map_err(err)?;
-    ffmpeg::util::log::set_level(ffmpeg::util::log::Level::Quiet);
+    crate::av::init();
     let mut octx = ffmpeg::format::output(&path).map_err(err)?;
     let codec = ffmpeg::encoder::find(codec::Id::MPEG4).ok_or("no MPEG-4 encoder")?;
     let global_header = octx.format().flags().contains(ffmpeg::format::flag::Flags::GLOBAL_HEADER);

@@ -298,8 +298,12 @@ fn filters_choose_entries_like_the_reference() {
     assert!(header.considers("anything"));
     assert_eq!(header.media_type("k.bin", b"\x89PNG\r\n"), Some(MediaType::Image));
     assert_eq!(header.media_type("k.bin", b"RIFF\0\0\0\0WAVEfmt "), Some(MediaType::Av));
-    assert_eq!(header.media_type("k.bin", b"\0\0\0\x18ftypisom"), Some(MediaType::Av));
-    assert_eq!(header.media_type("k.bin", b"\0\0\0\x18ftypavif"), Some(MediaType::Image));
+    // An ISO file counts only with its whole `ftyp` box (as `filetype` 1.2 reads it).
+    let mp4 = b"\0\0\0\x18ftypisom\0\0\0\0mp41avc1";
+    assert_eq!(header.media_type("k.bin", mp4), Some(MediaType::Av));
+    assert_eq!(header.media_type("k.bin", &mp4[..12]), None);
+    let avif = b"\0\0\0\x18ftypavif\0\0\0\0mif1avif";
+    assert_eq!(header.media_type("k.bin", avif), Some(MediaType::Image));
     assert_eq!(
         header.media_type("k.jpg", b"plain text"),
         Some(MediaType::Image),
