@@ -72,3 +72,52 @@ def test_subflavors_of_a_batch_follow_the_task_encoders_batching(tmp_path):
     assert first(_Plain()).__subflavors__ == {"source": ["fixture"] * 3}
     crude = first(_Cook(), REF_SMALL / "jsonl" / "data.jsonl")
     assert crude["__subflavors__"] == [None, None, None]
+
+
+def test_items_of_torch_datasets_pass_through_torchs_default_convert(ref_small):
+    # The reference's torch DataLoader (batch_size=None) hands every item through torch's
+    # `default_convert`: a mapping's tuples become lists and its numpy arrays tensors (Megatron's
+    # dict batches); sample and batch objects pass unchanged. Items made again from their
+    # (converted) restore key are the same.
+    torch = __import__("pytest").importorskip("torch")
+    import numpy as np
+
+    class Enc(energon_rs.DefaultTaskEncoder):
+        def encode_batch(self, batch):
+            return {"key": batch.__restore_key__, "pair": (1, (2, 3)), "arr": np.arange(3)}
+
+    for nw in (0, 2):
+        wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=nw)
+        ds = energon_rs.get_train_dataset(str(ref_small), worker_config=wc, batch_size=2,
+                                          task_encoder=Enc(), shuffle_buffer_size=None,
+                                          max_samples_per_sequence=None, torch=True)
+        loader = energon_rs.get_savable_loader(ds)
+        item = next(iter(loader))
+        assert type(item["pair"]) is list and item["pair"] == [1, [2, 3]]
+        assert isinstance(item["arr"], torch.Tensor) and item["arr"].tolist() == [0, 1, 2]
+        assert type(item["key"]) is list and type(item["key"][-1]) is list
+        loader.close()
+    # Without torch tensors, items stay as the task encoder made them.
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=0)
+    ds = energon_rs.get_train_dataset(str(ref_small), worker_config=wc, batch_size=2,
+                                      task_encoder=Enc(), shuffle_buffer_size=None,
+                                      max_samples_per_sequence=None, torch=False)
+    item = next(iter(energon_rs.get_loader(ds)))
+    assert type(item["pair"]) is tuple and isinstance(item["arr"], np.ndarray)
+
+
+def test_restore_sample_takes_a_restore_key_converted_to_lists(ref_small):
+    # A restore key that went through torch's `default_convert` (inside a mapping item) is made
+    # of lists: it restores as the tuple it was.
+    wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=2)
+    ds = energon_rs.get_train_dataset(str(ref_small), worker_config=wc, batch_size=2,
+                                      shuffle_buffer_size=None, max_samples_per_sequence=None)
+    loader = energon_rs.get_savable_loader(ds)
+    item = next(iter(loader))
+
+    def as_lists(x):
+        return [as_lists(v) for v in x] if isinstance(x, tuple) else x
+
+    again = loader.restore_sample(as_lists(item.__restore_key__))
+    assert again.__key__ == item.__key__ and again.__restore_key__ == item.__restore_key__
+    loader.close()

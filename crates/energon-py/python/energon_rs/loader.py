@@ -398,6 +398,23 @@ def LimitDataset(  # noqa: N802 (the reference's class name)
     return dataset._with(limit=length)
 
 
+def _as_tuples(key: Any) -> Any:
+    """A restore key with its lists (what torch's `default_convert` makes of tuples) as tuples."""
+    return tuple(_as_tuples(k) for k in key) if isinstance(key, (list, tuple)) else key
+
+
+def _torch_convert(dataset: Dataset) -> Any:
+    """torch's `default_convert` where `dataset` hands out torch tensors, else None: the
+    reference's torch DataLoader (batch_size=None) passes every item through it, so a mapping's
+    tuples become lists and numpy arrays tensors; sample and batch objects pass unchanged."""
+    parts = getattr(dataset, "datasets", None) or [dataset]
+    if not all(d._config.get("torch") for d in parts):
+        return None
+    from torch.utils.data import default_convert
+
+    return default_convert
+
+
 def _pins_memory(dataset: Dataset) -> bool:
     """Whether a loader of `dataset` pins its items' memory: they hold torch tensors and torch
     sees a CUDA device (torch's DataLoader pins only then)."""
@@ -439,6 +456,7 @@ class BasicDataLoader:
         #: Whether items come out with their torch tensors in pinned memory: torch tensors and
         #: CUDA at hand, as the reference's torch DataLoader (`pin_memory=True`) pins them.
         self.pin_memory = _pins_memory(dataset)
+        self._convert = _torch_convert(dataset)
         kind = "SavableLoader" if self._savable else "BasicDataLoader"
         self._debug = DebugLog.of(self.worker_config, kind, dataset.config())
 
@@ -474,6 +492,8 @@ class BasicDataLoader:
 
     def __iter__(self) -> Iterator[Any]:
         items = iter(self._loader())
+        if self._convert is not None:
+            items = map(self._convert, items)
         if self.pin_memory:
             items = map(_pin_memory, items)
         if self._watchdog is not None:
@@ -497,7 +517,7 @@ class BasicDataLoader:
         with that `__restore_key__`: re-read and re-run through the worker's stages with the same
         indices (so the same per-sample seeds), in this thread, without changing the loader's
         position."""
-        return self.dataset._spec.restore_item(tuple(restore_key))
+        return self.dataset._spec.restore_item(_as_tuples(restore_key))
 
     def close(self) -> None:
         """Stops the workers, threads or processes (also done when the loader is garbage
