@@ -314,7 +314,15 @@ where
             let ctx = self.env.context(index);
             let res = (self.f)(item.value, &ctx);
             let input = item.restore_key;
-            let Some(outputs) = self.guard.handle(res, || input.to_string())? else { continue };
+            let failures = self.guard.consecutive();
+            let Some(outputs) = self.guard.handle(res, || input.to_string())? else {
+                if self.guard.limits_failures() && self.guard.consecutive() > failures {
+                    // A failure: the failure tolerance ends a loader whose samples all fail (with
+                    // `FatalSampleError`, as the reference), however few a worker has.
+                    self.dropped -= 1;
+                }
+                continue;
+            };
             match Pending::start(outputs, vec![input], index, ctx.item_index()) {
                 Started::One(value, inputs) => {
                     self.dropped = 0;

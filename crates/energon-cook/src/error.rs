@@ -39,8 +39,10 @@ pub enum Error {
         /// The worker's samples.
         len_worker: u64,
     },
-    /// A hook dropped (skipped or failed on) every sample of two passes over a worker's samples
-    /// in a row; with samples repeated forever, the loader would wait forever.
+    /// A hook dropped every sample of two passes over a worker's samples in a row (skipped them,
+    /// yielded nothing for them, or failed on them where failures in a row are not limited; a
+    /// limit ends such a loader with [`Error::TooManyFailures`]); with samples repeated forever,
+    /// the loader would wait forever.
     #[error(
         "worker {worker}: {hook} dropped all of {dropped} samples in a row (two passes over its \
          {len_worker} samples; every sample skipped, failed or yielding nothing): nothing to load"

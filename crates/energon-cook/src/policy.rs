@@ -120,6 +120,12 @@ impl Guard {
         self.consecutive
     }
 
+    /// Whether failures in a row end the loader (a tolerance is set): then an input that failed
+    /// is the tolerance's to count, not [`Error::AllDropped`]'s.
+    pub(crate) fn limits_failures(&self) -> bool {
+        self.tolerance > 0
+    }
+
     pub(crate) fn set_consecutive(&mut self, consecutive: u64) {
         self.consecutive = consecutive;
     }

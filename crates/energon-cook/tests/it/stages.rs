@@ -151,6 +151,16 @@ fn failures_are_dropped_counted_and_stop_the_loader_at_the_tolerance() {
     assert!(matches!(err, Error::TooManyFailures { hook: "encode_sample", count: 3, .. }), "{err}");
     assert!(err.to_string().contains("broken"), "{err}");
     assert!(loader.next().is_none());
+    // A tolerance beyond two passes over the worker's 200 samples: the tolerance ends it, with
+    // the failure error, as the reference ends it (not as a loader of nothing to load).
+    let cfg = WorkerConfig::new(0, 1, 0).unwrap();
+    let mut loader = LoaderBuilder::new(dataset(), cfg, |raw| Ok(Some(raw.key)))
+        .task_encoder(Failing(|_| Err(HookError::msg("broken"))))
+        .error_policy(ErrorPolicy::with_tolerance(500))
+        .build_samples()
+        .unwrap();
+    let err = loader.next().unwrap().unwrap_err();
+    assert!(matches!(err, Error::TooManyFailures { count: 500, .. }), "{err}");
     // Skips are counted, not failures.
     let mut loader = failing(|n| if n % 3 == 0 { Err(HookError::Skip) } else { Ok(n) }, 1);
     for _ in 0..30 {
