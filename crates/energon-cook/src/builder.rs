@@ -28,7 +28,6 @@ use crate::{
     loader::Loader,
     pipeline,
     policy::FailureStats,
-    repeat::Repeat,
     restore_key::{RestoreKey, loader_worker_id, split_loader_key},
     source::LeafSource,
     stage::{Keyed, Stage},
@@ -328,6 +327,7 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
     /// `RepeatDataset` around it.
     pub fn repeat(mut self, repeat: bool) -> Self {
         self.repeat = Some(repeat);
+        self.common.settings.repeat = repeat;
         self
     }
 
@@ -493,10 +493,7 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
                 }
                 leaves.push(Some(stage));
             }
-            let mut stage = leaf::combine(&tree, &mut leaves, &cfg, worker)?;
-            if !settings.training && self.repeat == Some(true) {
-                stage = Box::new(Repeat::forever(stage, worker));
-            }
+            let stage = leaf::combine(&tree, &mut leaves, &cfg, worker)?;
             let rng = cfg.worker_rng(worker)?;
             let stage = pipeline::encode_stages(&self.encoder, stage, settings, &env, rng)?;
             res.push((stage, env));

@@ -9,7 +9,8 @@
 //!    `postencode_sample` if declared;
 //! 6. `batch_group_criterion` declared: batching by group, then `encode_batch` if declared;
 //!    else with a batch size: batching, then `encode_batch` if declared;
-//! 7. training: virtual epochs if `virtual_epoch_length > 0`; validation: the limit;
+//! 7. training: virtual epochs if `virtual_epoch_length > 0`; validation: repeated forever if
+//!    asked (`RepeatDataset`), then the limit;
 //! 8. the worker's outermost stage, counting its items.
 
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use crate::{
     group::{CriterionFn, GroupBatch},
     hook::{Outputs, cast, same_type},
     packing::{Packing, PackingHooks},
+    repeat::Repeat,
     shuffle::ShuffleBuffer,
     stage::{Keyed, Stage},
 };
@@ -41,6 +43,9 @@ pub(crate) struct Settings {
     pub(crate) drop_last: bool,
     pub(crate) packing_buffer_size: Option<usize>,
     pub(crate) virtual_epoch_length: u64,
+    /// Validation: the whole pipeline, batches included, repeats forever (the reference's
+    /// `RepeatDataset` around it: each pass ends with its own short batch).
+    pub(crate) repeat: bool,
     pub(crate) limit: Option<u64>,
 }
 
@@ -239,6 +244,9 @@ pub(crate) fn outer_stages<T: Send + 'static>(
     let mut stage = stage;
     if settings.training && settings.virtual_epoch_length > 0 {
         stage = Box::new(Epochize::new(stage, settings.virtual_epoch_length, &env.worker));
+    }
+    if !settings.training && settings.repeat {
+        stage = Box::new(Repeat::forever(stage, env.worker.local));
     }
     if !settings.training
         && let Some(limit) = settings.limit.filter(|&l| l > 0)
