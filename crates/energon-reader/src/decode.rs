@@ -352,7 +352,10 @@ fn decode_frames(data: &Bytes, format: &str, with_audio: bool) -> Result<Decoded
     #[cfg(feature = "video")]
     {
         let decoder = crate::av::AvDecoder::new(data.clone(), format);
-        decoder.frames(with_audio).map(Decoded::Av).map_err(|e| DecodeError::Invalid(e.reason))
+        decoder
+            .frames(with_audio)
+            .map(Decoded::Av)
+            .map_err(|e| DecodeError::Invalid(e.fault.to_string()))
     }
     #[cfg(not(feature = "video"))]
     {

@@ -5,7 +5,7 @@ use ffmpeg::{format::Sample, frame};
 use ffmpeg_next as ffmpeg;
 
 use super::{
-    AudioClip,
+    AudioClip, AvFault,
     container::{Container, FrameIter, Msg, Timed, fraction, known, ticks_to_seconds},
 };
 
@@ -135,7 +135,7 @@ pub(crate) fn frame_samples(f: &frame::Audio) -> Result<(usize, AudioSamples), M
     Ok((
         channels,
         match f.format() {
-            Sample::None => return Err("audio frame without sample format".to_owned()),
+            Sample::None => return Err(AvFault::Missing("audio frame without sample format")),
             Sample::U8(t) => AudioSamples::U8(channel_major(f, channels, planar(t))),
             Sample::I16(t) => AudioSamples::I16(channel_major(f, channels, planar(t))),
             Sample::I32(t) => AudioSamples::I32(channel_major(f, channels, planar(t))),
@@ -184,11 +184,10 @@ impl Parts {
                 let mut chunks = Vec::with_capacity(self.chunks.len());
                 for (data, n, from, to) in &self.chunks {
                     let AudioSamples::$variant(v) = data else {
-                        return Err(format!(
-                            "the audio sample type changed inside the stream ({} after {})",
-                            data.dtype(),
-                            self.chunks[0].0.dtype()
-                        ));
+                        return Err(AvFault::SampleTypeChanged {
+                            before: self.chunks[0].0.dtype(),
+                            now: data.dtype(),
+                        });
                     };
                     chunks.push((v.as_slice(), *n, *from, *to));
                 }
@@ -227,7 +226,7 @@ fn py_bound(k: i64, n: usize) -> usize {
 /// frame count: within two frames). Less is a cut or corrupt file, which FFmpeg decodes
 /// without a word (the same rule as the Rust audio decoder's).
 fn check_whole_length(c: &Container, stream: usize, rate: u32, decoded: u64) -> Result<(), Msg> {
-    let st = c.input.stream(stream).ok_or("audio stream vanished")?;
+    let st = c.input.stream(stream).ok_or(AvFault::Missing("audio stream"))?;
     let (Some(ticks), Some(tb)) = (known(st.duration()), fraction(st.time_base())) else {
         return Ok(());
     };
@@ -242,10 +241,7 @@ fn check_whole_length(c: &Container, stream: usize, rate: u32, decoded: u64) -> 
         _ => return Ok(()),
     };
     if decoded + tolerance < declared {
-        return Err(format!(
-            "corrupt audio: the stream decodes to {decoded} samples per channel where its header \
-             declares {declared}"
-        ));
+        return Err(AvFault::ShortAudio { decoded, declared });
     }
     Ok(())
 }
@@ -254,7 +250,7 @@ fn check_whole_length(c: &Container, stream: usize, rate: u32, decoded: u64) -> 
 /// sample rate: the eager decoder's audio. Less than a FLAC, WAV or MP3 header declares is a cut
 /// or corrupt file, as for a whole-stream clip.
 pub(crate) fn decode_all(c: &mut Container) -> Result<(u32, AudioClip), Msg> {
-    let stream = c.first(ffmpeg::media::Type::Audio).ok_or("no audio stream")?;
+    let stream = c.first(ffmpeg::media::Type::Audio).ok_or(AvFault::Missing("no audio stream"))?;
     let rate = super::meta::sample_rate(c, stream)? as u32;
     let mut iter = FrameIter::<frame::Audio>::new(c, stream)?;
     let mut parts = Parts { channels: 1, chunks: Vec::new(), count: 0 };
@@ -263,9 +259,7 @@ pub(crate) fn decode_all(c: &mut Container) -> Result<(u32, AudioClip), Msg> {
     }
     check_whole_length(c, stream, rate, parts.count as u64)?;
     if parts.count == 0 {
-        return Err(
-            "corrupt audio: the stream decodes to no samples (truncated or not audio)".to_owned()
-        );
+        return Err(AvFault::NoSamples);
     }
     let seconds = parts.count as f64 / f64::from(rate);
     Ok((rate, parts.into_clip(0.0, seconds)?))
@@ -277,15 +271,15 @@ pub(crate) fn audio_clips(
     ranges: &[(f64, f64)],
 ) -> Result<Vec<AudioClip>, Msg> {
     let (rate, time_base) = {
-        let st = c.input.stream(stream).ok_or("audio stream vanished")?;
+        let st = c.input.stream(stream).ok_or(AvFault::Missing("audio stream"))?;
         let rate = ffmpeg::codec::context::Context::from_parameters(st.parameters())
             .and_then(|ctx| ctx.decoder().audio())
             .map(|d| d.rate())
-            .map_err(|e| format!("unsupported audio codec: {e}"))?;
-        (rate, fraction(st.time_base()).ok_or("audio stream without time base")?)
+            .map_err(|e| AvFault::Unsupported(format!("audio: {e}")))?;
+        (rate, fraction(st.time_base()).ok_or(AvFault::Missing("audio stream without time base"))?)
     };
     if rate == 0 {
-        return Err("audio streams without sample rate are not supported".to_owned());
+        return Err(AvFault::Missing("audio streams without sample rate are not supported"));
     }
     let sr = f64::from(rate);
     let mut out = Vec::new();
@@ -301,7 +295,7 @@ pub(crate) fn audio_clips(
         let (mut clip_start, mut clip_end): (Option<f64>, Option<f64>) = (None, None);
         let mut previous: Option<frame::Audio> = None;
         while let Some(f) = iter.next(c)? {
-            let pts = f.pts().ok_or("audio frame has no timestamp")?;
+            let pts = f.pts().ok_or(AvFault::Missing("audio frame has no timestamp"))?;
             let t = ticks_to_seconds(pts, time_base);
             let d = ticks_to_seconds(Timed::duration(&f), time_base);
             if t < start_time {

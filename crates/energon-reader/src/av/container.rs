@@ -16,10 +16,10 @@ use ffmpeg::{
 };
 use ffmpeg_next as ffmpeg;
 
-use super::timing::Timing;
+use super::{AvFault, timing::Timing};
 
-/// An error message (the caller adds where the media lies).
-pub(crate) type Msg = String;
+/// What went wrong (the caller adds where the media lies).
+pub(crate) type Msg = AvFault;
 
 /// A stream value that FFmpeg marks as unknown (`AV_NOPTS_VALUE`) as `None`, as PyAV does.
 pub(crate) fn known(value: i64) -> Option<i64> {
@@ -72,12 +72,12 @@ impl Container {
     pub(crate) fn open(data: &Bytes) -> Result<Self, Msg> {
         init();
         if data.is_empty() {
-            return Err("empty media part".to_owned());
+            return Err(AvFault::Open("empty media part".to_owned()));
         }
         let io = format::context::StreamIo::from_read_seek(Cursor::new(data.clone()))
-            .map_err(|e| format!("cannot set up reading: {e}"))?;
-        let mut input = format::input_from_stream(io, None, None)
-            .map_err(|e| format!("FFmpeg cannot open it: {e}"))?;
+            .map_err(|e| AvFault::Open(format!("cannot set up reading: {e}")))?;
+        let mut input =
+            format::input_from_stream(io, None, None).map_err(|e| AvFault::Open(e.to_string()))?;
         // SAFETY: the context just opened.
         let timing = Timing::apply(unsafe { input.as_mut_ptr() }, data);
         Ok(Container { input, timing })
@@ -92,14 +92,14 @@ impl Container {
     ) -> Result<Self, Msg> {
         init();
         if data.is_empty() {
-            return Err("empty media part".to_owned());
+            return Err(AvFault::Open("empty media part".to_owned()));
         }
-        let path =
-            std::path::absolute(path).map_err(|e| format!("cannot resolve the path: {e}"))?;
-        let path = path.to_str().ok_or("the file path is not UTF-8")?;
+        let path = std::path::absolute(path)
+            .map_err(|e| AvFault::Open(format!("cannot resolve the path: {e}")))?;
+        let path = path.to_str().ok_or(AvFault::Missing("a UTF-8 file path"))?;
         let end = offset + data.len() as u64;
         let url = format!("subfile,,start,{offset},end,{end},,:file:{path}");
-        let mut input = format::input(&url).map_err(|e| format!("FFmpeg cannot open it: {e}"))?;
+        let mut input = format::input(&url).map_err(|e| AvFault::Open(e.to_string()))?;
         // SAFETY: the context just opened.
         let timing = Timing::apply(unsafe { input.as_mut_ptr() }, data);
         Ok(Container { input, timing })
@@ -128,16 +128,16 @@ impl Container {
         // SAFETY: a valid, open format context.
         let ret = unsafe { ffi::av_seek_frame(self.input.as_mut_ptr(), index, ts, flags) };
         if ret < 0 {
-            return Err(format!("cannot seek to {ts}: {}", ffmpeg::Error::from(ret)));
+            return Err(AvFault::Seek { ts, reason: ffmpeg::Error::from(ret).to_string() });
         }
         Ok(())
     }
 
     /// A decoder for stream `index` (single-threaded, as the reference opens its containers).
     pub(crate) fn decoder(&self, index: usize) -> Result<ffmpeg::decoder::Opened, Msg> {
-        let stream = self.input.stream(index).ok_or("stream vanished")?;
+        let stream = self.input.stream(index).ok_or(AvFault::Missing("stream"))?;
         let mut context = CodecContext::from_parameters(stream.parameters())
-            .map_err(|e| format!("unsupported codec: {e}"))?;
+            .map_err(|e| AvFault::Unsupported(e.to_string()))?;
         // SAFETY: a valid, unopened codec context.
         unsafe { (*context.as_mut_ptr()).pkt_timebase = stream.time_base().into() };
         if context.id() == ffmpeg::codec::Id::FLAC {
@@ -148,9 +148,10 @@ impl Container {
                 (*context.as_mut_ptr()).err_recognition |= ffi::AV_EF_CRCCHECK | ffi::AV_EF_EXPLODE;
             }
         }
-        let codec = ffmpeg::decoder::find(context.id())
-            .ok_or_else(|| format!("no decoder for codec {:?}", context.id()))?;
-        context.decoder().open_as(codec).map_err(|e| format!("unsupported codec: {e}"))
+        let codec = ffmpeg::decoder::find(context.id()).ok_or_else(|| {
+            AvFault::Unsupported(format!("no decoder for codec {:?}", context.id()))
+        })?;
+        context.decoder().open_as(codec).map_err(|e| AvFault::Unsupported(e.to_string()))
     }
 
     /// Reads the next packet of stream `index`; `None` at the end.
@@ -164,7 +165,7 @@ impl Container {
                 }
                 Ok(()) => {}
                 Err(ffmpeg::Error::Eof) => return Ok(None),
-                Err(e) => return Err(format!("cannot read a packet: {e}")),
+                Err(e) => return Err(AvFault::Read(e.to_string())),
             }
         }
     }
@@ -277,7 +278,7 @@ impl<F: Timed> FrameIter<F> {
                 Ok(()) => self.pending.push_back(frame),
                 Err(ffmpeg::Error::Eof) => return Ok(()),
                 Err(ffmpeg::Error::Other { errno }) if errno == ffi::EAGAIN => return Ok(()),
-                Err(e) => return Err(format!("cannot decode: {e}")),
+                Err(e) => return Err(AvFault::Decode(e.to_string())),
             }
         }
     }
@@ -298,7 +299,9 @@ impl<F: Timed> FrameIter<F> {
             match packet {
                 Some(packet) => {
                     self.used = true;
-                    self.decoder.send_packet(&packet).map_err(|e| format!("cannot decode: {e}"))?;
+                    self.decoder
+                        .send_packet(&packet)
+                        .map_err(|e| AvFault::Decode(e.to_string()))?;
                     self.drain()?;
                 }
                 None => {

@@ -6,7 +6,10 @@ use ffmpeg_next as ffmpeg;
 
 use energon_index::media::AvMetadata;
 
-use super::container::{Container, FrameIter, Msg, Timed, fraction, known};
+use super::{
+    AvFault,
+    container::{Container, FrameIter, Msg, Timed, fraction, known},
+};
 
 /// What `get_metadata` computes; the defaults are the reference's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,11 +45,11 @@ impl Default for MetadataRequest {
 }
 
 pub(crate) fn sample_rate(c: &Container, stream: usize) -> Result<f64, Msg> {
-    let st = c.input.stream(stream).ok_or("audio stream vanished")?;
+    let st = c.input.stream(stream).ok_or(AvFault::Missing("audio stream"))?;
     // SAFETY: valid codec parameters of an open stream.
     let rate = unsafe { (*st.parameters().as_ptr()).sample_rate };
     if rate <= 0 {
-        return Err("audio streams without sample rate are not supported".to_owned());
+        return Err(AvFault::Missing("audio streams without sample rate are not supported"));
     }
     Ok(f64::from(rate))
 }
@@ -87,7 +90,7 @@ pub(crate) fn probe(source: crate::media::AvSource<'_>) -> Result<AvMetadata, Ms
 pub(crate) fn metadata(c: &mut Container, req: MetadataRequest) -> Result<AvMetadata, Msg> {
     let mut m = AvMetadata::default();
     if let (true, Some(v)) = (req.video, c.first(Type::Video)) {
-        let st = c.input.stream(v).ok_or("video stream vanished")?;
+        let st = c.input.stream(v).ok_or(AvFault::Missing("video stream"))?;
         let (tb, start, rate) = (st.time_base(), st.start_time(), st.avg_frame_rate());
         // SAFETY: valid codec parameters of an open stream.
         let (pw, ph) = unsafe {
@@ -121,7 +124,7 @@ pub(crate) fn metadata(c: &mut Container, req: MetadataRequest) -> Result<AvMeta
         }
     }
     if let (true, Some(a)) = (req.audio, c.first(Type::Audio)) {
-        let st = c.input.stream(a).ok_or("audio stream vanished")?;
+        let st = c.input.stream(a).ok_or(AvFault::Missing("audio stream"))?;
         let (tb, start) = (st.time_base(), st.start_time());
         // SAFETY: valid codec parameters of an open stream.
         let (rate, channels) = unsafe {

@@ -11,6 +11,7 @@
 
 mod audio;
 mod container;
+mod error;
 mod meta;
 mod reader;
 mod scale;
@@ -24,21 +25,15 @@ use ffmpeg_next as ffmpeg;
 #[cfg(any(test, feature = "synth"))]
 pub(crate) use self::container::init;
 pub(crate) use self::meta::probe;
-pub use self::{audio::AudioSamples, meta::MetadataRequest};
+pub use self::{
+    audio::AudioSamples,
+    error::{AvError, AvFault},
+    meta::MetadataRequest,
+};
 use self::{
     container::{Container, FrameIter, Msg, fraction, ticks_to_seconds},
     reader::{Index, Reader, VideoReader},
 };
-
-/// A media part that could not be decoded, with where it lies.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("cannot decode media {origin}: {reason}")]
-pub struct AvError {
-    /// Where the media lies (dataset, shard, key and part, as the caller knows them).
-    pub origin: String,
-    /// What went wrong.
-    pub reason: String,
-}
 
 /// How video positions are given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,8 +137,8 @@ impl AvDecoder {
         &self.origin
     }
 
-    fn err(&self, reason: impl Into<String>) -> AvError {
-        AvError { origin: self.origin.clone(), reason: reason.into() }
+    fn err(&self, fault: AvFault) -> AvError {
+        AvError { origin: self.origin.clone(), fault }
     }
 
     fn open(&self) -> Result<Container, AvError> {
@@ -184,16 +179,22 @@ impl AvDecoder {
     ) -> Result<Vec<VideoClip>, Msg> {
         let mode = self.index_mode();
         let mut c = Container::open(&self.data)?;
-        let stream =
-            c.first(Type::Video).ok_or("no video stream found, but video clips are requested")?;
+        let stream = c
+            .first(Type::Video)
+            .ok_or(AvFault::Missing("no video stream found, but video clips are requested"))?;
         let index = match mode {
             IndexMode::Probe => Index::probe(&mut c, stream)?,
             _ => Index::Stream(stream),
         };
         let (rate, time_base) = {
-            let st = c.input.stream(stream).ok_or("video stream vanished")?;
-            let rate = fraction(st.avg_frame_rate()).ok_or("video stream has no FPS")?;
-            (rate, fraction(st.time_base()).ok_or("video stream has no time base")?)
+            let st = c.input.stream(stream).ok_or(AvFault::Missing("video stream"))?;
+            let rate =
+                fraction(st.avg_frame_rate()).ok_or(AvFault::Missing("video stream has no FPS"))?;
+            (
+                rate,
+                fraction(st.time_base())
+                    .ok_or(AvFault::Missing("video stream has no time base"))?,
+            )
         };
         let rate_f = rate.0 as f64 / rate.1 as f64;
         let tb_f = time_base.0 as f64 / time_base.1 as f64;
@@ -219,7 +220,7 @@ impl AvDecoder {
         for &(s, e) in ranges {
             let (s, e) = (conv(s), conv(e));
             if !s.is_finite() {
-                return Err(format!("cannot start a clip at {s}"));
+                return Err(AvFault::Request(format!("cannot start a clip at {s}")));
             }
             let start = s.trunc() as i64;
             let end = (e != f64::INFINITY).then(|| e.trunc() as i64);
@@ -256,9 +257,9 @@ impl AvDecoder {
         unit: AudioUnit,
     ) -> Result<Vec<AudioClip>, AvError> {
         let mut c = self.open()?;
-        let stream = c
-            .first(Type::Audio)
-            .ok_or_else(|| self.err("no audio stream found, but audio clips are requested"))?;
+        let stream = c.first(Type::Audio).ok_or_else(|| {
+            self.err(AvFault::Missing("no audio stream found, but audio clips are requested"))
+        })?;
         let ranges: Vec<(f64, f64)> = match unit {
             AudioUnit::Seconds => ranges.to_vec(),
             AudioUnit::Samples => {
@@ -352,7 +353,7 @@ impl AvDecoder {
             audio: false,
             ..MetadataRequest::default()
         })?;
-        m.video_fps.ok_or_else(|| self.err("no video frame rate"))
+        m.video_fps.ok_or_else(|| self.err(AvFault::Missing("no video frame rate")))
     }
 
     /// Samples per second of the audio stream.
@@ -363,7 +364,7 @@ impl AvDecoder {
             audio_duration: false,
             ..MetadataRequest::default()
         })?;
-        m.audio_sample_rate.ok_or_else(|| self.err("no audio sample rate"))
+        m.audio_sample_rate.ok_or_else(|| self.err(AvFault::Missing("no audio sample rate")))
     }
 
     /// Duration of the video stream in seconds, and its frame count when asked for.

@@ -6,6 +6,7 @@ use ffmpeg::{ffi, frame};
 use ffmpeg_next as ffmpeg;
 
 use super::{
+    AvFault,
     container::{Container, FrameIter, Msg, Timed},
     skip::{self, H264},
 };
@@ -55,14 +56,14 @@ impl Index {
         let n = self.len(c);
         let j = if i < 0 { i + n } else { i };
         if j < 0 || j >= n {
-            return Err(format!("index entry {i} out of bounds for size {n}"));
+            return Err(AvFault::Request(format!("index entry {i} out of bounds for size {n}")));
         }
         match self {
             Index::Stream(s) => {
                 // SAFETY: `j` is in bounds of the stream's index.
                 let entry = unsafe { ffi::avformat_index_get_entry(c.stream_ptr(*s), j as i32) };
                 if entry.is_null() {
-                    return Err(format!("index entry {i} not found"));
+                    return Err(AvFault::Request(format!("index entry {i} not found")));
                 }
                 // SAFETY: FFmpeg returned a valid entry.
                 Ok(unsafe { (*entry).timestamp })
@@ -137,9 +138,9 @@ impl VideoReader {
         emit: &mut dyn FnMut(&frame::Video) -> Result<(), Msg>,
     ) -> Result<(), Msg> {
         if end.is_some_and(|e| start > e) {
-            return Err(format!(
+            return Err(AvFault::Request(format!(
                 "range start {start} must be less or equal than range end {end:?}"
-            ));
+            )));
         }
         match self.reader {
             Reader::Frames { .. } => self.by_frames(start, end, emit),
@@ -274,5 +275,5 @@ impl VideoReader {
 
 /// A frame's PTS; the reference cannot time a frame without one.
 pub(crate) fn pts_of<F: Timed>(f: &F) -> Result<i64, Msg> {
-    f.ts().ok_or_else(|| "decoded frame has no timestamp".to_owned())
+    f.ts().ok_or(AvFault::Missing("decoded frame has no timestamp"))
 }

@@ -8,7 +8,7 @@ use std::{cell::RefCell, ffi::CStr, ptr};
 use ffmpeg::{ffi, format::Pixel, frame};
 use ffmpeg_next as ffmpeg;
 
-use super::container::Msg;
+use super::{AvFault, container::Msg};
 
 /// What a scaling context is made for: source format and size, YUV matrix, full range, chroma
 /// siting (1/256 of a luma sample; None: FFmpeg's default), and the output size.
@@ -62,7 +62,7 @@ fn set(ctx: *mut ffi::SwsContext, name: &CStr, value: i64) -> Result<(), Msg> {
     // SAFETY: a valid context and a NUL-terminated option name.
     let r = unsafe { ffi::av_opt_set_int(ctx.cast(), name.as_ptr(), value, 0) };
     if r < 0 {
-        return Err(format!("cannot convert frames to RGB: scaler option {name:?} refused"));
+        return Err(AvFault::Convert(format!("scaler option {name:?} refused")));
     }
     Ok(())
 }
@@ -73,7 +73,7 @@ impl Scaler {
         // SAFETY: allocation only; freed by `Drop` from here on.
         let ctx = unsafe { ffi::sws_alloc_context() };
         if ctx.is_null() {
-            return Err("cannot convert frames to RGB: out of memory".to_owned());
+            return Err(AvFault::Convert("out of memory".to_owned()));
         }
         let scaler = Scaler { ctx, key, dst: frame::Video::new(Pixel::RGB24, w, h) };
         let src_format: ffi::AVPixelFormat = format.into();
@@ -99,7 +99,7 @@ impl Scaler {
         // is clamped by `sws_getCoefficients`).
         unsafe {
             if ffi::sws_init_context(ctx, ptr::null_mut(), ptr::null_mut()) < 0 {
-                return Err(format!("cannot convert frames from {format:?} to RGB"));
+                return Err(AvFault::Convert(format!("from {format:?}")));
             }
             let table = ffi::sws_getCoefficients(space);
             // Refused (-1) only for sources without a YUV matrix (RGB, gray), where none applies.
@@ -134,7 +134,7 @@ impl Scaler {
             )
         };
         if r < 0 {
-            return Err(format!("cannot convert frames to RGB: {}", ffmpeg::Error::from(r)));
+            return Err(AvFault::Convert(ffmpeg::Error::from(r).to_string()));
         }
         Ok(())
     }

@@ -65,8 +65,9 @@ fn check_length(frames: u64, declared: Option<u64>) -> Result<(), String> {
 /// [-1, 1); the container is found from the content.
 #[cfg(feature = "video")]
 pub(crate) fn decode_audio(data: &Bytes, _extension: &str) -> Result<Audio, String> {
-    let (sample_rate, clip) =
-        crate::av::AvDecoder::new(data.clone(), "").decode_audio().map_err(|e| e.reason)?;
+    let (sample_rate, clip) = crate::av::AvDecoder::new(data.clone(), "")
+        .decode_audio()
+        .map_err(|e| e.fault.to_string())?;
     let samples = Tensor {
         shape: vec![clip.channels, clip.samples],
         data: TensorData::F32(clip.data.to_f32()),

@@ -67,7 +67,7 @@ pub struct AvSource<'a> {
 /// symphonia, decoding every packet to count the samples, and other containers are an error.
 #[cfg(feature = "video")]
 pub fn probe_av(_name: &str, source: AvSource<'_>) -> Result<AvMetadata, String> {
-    crate::av::probe(source)
+    crate::av::probe(source).map_err(|e| e.to_string())
 }
 
 /// Reads the audio/video metadata of `source`; `name` (the entry name) is a hint for the
