@@ -3,9 +3,9 @@
 
 use bytes::Bytes;
 use energon_reader::av::{
-    AudioClip, AudioSamples, AudioUnit, AvDecoder, AvError, IndexMode, MetadataRequest, VideoClip,
-    VideoUnit,
+    AudioClip, AudioUnit, AvDecoder, AvError, IndexMode, MetadataRequest, VideoClip, VideoUnit,
 };
+use energon_reader::decode::Tensor;
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::{exceptions::PyValueError, prelude::*, types::PyDict};
 
@@ -68,16 +68,8 @@ pub(crate) fn audio_arrays(py: Python<'_>, clips: Vec<AudioClip>) -> PyResult<Cl
     let mut arrays = Vec::with_capacity(clips.len());
     let mut stamps = Vec::with_capacity(clips.len());
     for c in clips {
-        let shape = [c.channels, c.samples];
-        let array = match c.data {
-            AudioSamples::U8(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
-            AudioSamples::I16(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
-            AudioSamples::I32(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
-            AudioSamples::I64(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
-            AudioSamples::F32(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
-            AudioSamples::F64(v) => PyArray1::from_vec(py, v).reshape(shape)?.into_any(),
-        };
-        arrays.push(array);
+        let tensor = Tensor { shape: vec![c.channels, c.samples], data: c.data };
+        arrays.push(crate::convert::numpy_array(py, tensor)?);
         stamps.push(c.timestamps);
     }
     Ok((arrays, stamps))

@@ -255,34 +255,7 @@ impl<'py> Converter<'py> {
 
     /// A tensor as a numpy array owning the Rust buffer.
     fn array(&self, tensor: Tensor) -> PyResult<Bound<'py, PyAny>> {
-        let py = self.py;
-        let Tensor { shape, data } = tensor;
-        macro_rules! array {
-            ($v:expr) => {
-                PyArray1::from_vec(py, $v).reshape(shape)?.into_any()
-            };
-        }
-        let array = match data {
-            TensorData::Bool(v) => array!(v),
-            TensorData::U8(v) => array!(v),
-            TensorData::I8(v) => array!(v),
-            TensorData::U16(v) => array!(v),
-            TensorData::I16(v) => array!(v),
-            TensorData::U32(v) => array!(v),
-            TensorData::I32(v) => array!(v),
-            TensorData::U64(v) => array!(v),
-            TensorData::I64(v) => array!(v),
-            // Half floats travel as their bit patterns and are reinterpreted (a view).
-            TensorData::F16(v) => array!(v).call_method1("view", ("float16",))?,
-            TensorData::F32(v) => array!(v),
-            TensorData::F64(v) => array!(v),
-            _ => {
-                return Err(pyo3::exceptions::PyTypeError::new_err(
-                    "tensor element type not supported by energon_rs",
-                ));
-            }
-        };
-        Ok(array)
+        numpy_array(self.py, tensor)
     }
 
     /// Raw bytes as a read-only `memoryview` (no copy).
@@ -510,4 +483,36 @@ pub(crate) fn key_from_py(obj: &Bound<'_, PyAny>) -> PyResult<RestoreKey> {
         });
     }
     Ok(RestoreKey::from_parts(parts))
+}
+
+/// A tensor as a numpy array owning the Rust buffer.
+pub(crate) fn numpy_array(py: Python<'_>, tensor: Tensor) -> PyResult<Bound<'_, PyAny>> {
+    let Tensor { shape, data } = tensor;
+
+    macro_rules! array {
+        ($v:expr) => {
+            PyArray1::from_vec(py, $v).reshape(shape)?.into_any()
+        };
+    }
+    let array = match data {
+        TensorData::Bool(v) => array!(v),
+        TensorData::U8(v) => array!(v),
+        TensorData::I8(v) => array!(v),
+        TensorData::U16(v) => array!(v),
+        TensorData::I16(v) => array!(v),
+        TensorData::U32(v) => array!(v),
+        TensorData::I32(v) => array!(v),
+        TensorData::U64(v) => array!(v),
+        TensorData::I64(v) => array!(v),
+        // Half floats travel as their bit patterns and are reinterpreted (a view).
+        TensorData::F16(v) => array!(v).call_method1("view", ("float16",))?,
+        TensorData::F32(v) => array!(v),
+        TensorData::F64(v) => array!(v),
+        _ => {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "tensor element type not supported by energon_rs",
+            ));
+        }
+    };
+    Ok(array)
 }

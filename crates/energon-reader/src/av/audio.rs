@@ -2,91 +2,14 @@
 //! decode, crop the frame before the start and the frame at the end, with its rounding rules.
 
 use ffmpeg::{format::Sample, frame};
+
+use crate::decode::TensorData;
 use ffmpeg_next as ffmpeg;
 
 use super::{
     AudioClip, AvFault,
     container::{Container, FrameIter, Msg, Timed, fraction, known, ticks_to_seconds},
 };
-
-/// Audio samples in the type the decoder gives them, as PyAV's `AudioFrame.to_ndarray` hands
-/// them out (`u8` for unsigned 8-bit PCM, `i16` for 16-bit PCM and FLAC, `i32` for 24- and 32-bit,
-/// left-aligned as FFmpeg decodes them, `f32` for MP3, AAC, Opus and Vorbis, ...): no scaling.
-#[derive(Debug, Clone, PartialEq)]
-pub enum AudioSamples {
-    /// Unsigned 8-bit, centred on 128.
-    U8(Vec<u8>),
-    /// Signed 16-bit.
-    I16(Vec<i16>),
-    /// Signed 32-bit.
-    I32(Vec<i32>),
-    /// Signed 64-bit.
-    I64(Vec<i64>),
-    /// 32-bit float.
-    F32(Vec<f32>),
-    /// 64-bit float.
-    F64(Vec<f64>),
-}
-
-impl AudioSamples {
-    /// Number of values (all channels).
-    pub fn len(&self) -> usize {
-        match self {
-            AudioSamples::U8(v) => v.len(),
-            AudioSamples::I16(v) => v.len(),
-            AudioSamples::I32(v) => v.len(),
-            AudioSamples::I64(v) => v.len(),
-            AudioSamples::F32(v) => v.len(),
-            AudioSamples::F64(v) => v.len(),
-        }
-    }
-
-    /// Whether there are no values.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// numpy's name of the type (`"int16"`, `"float32"`, ...).
-    pub fn dtype(&self) -> &'static str {
-        match self {
-            AudioSamples::U8(_) => "uint8",
-            AudioSamples::I16(_) => "int16",
-            AudioSamples::I32(_) => "int32",
-            AudioSamples::I64(_) => "int64",
-            AudioSamples::F32(_) => "float32",
-            AudioSamples::F64(_) => "float64",
-        }
-    }
-
-    /// Value `i` as `f64`, unscaled.
-    pub fn get(&self, i: usize) -> Option<f64> {
-        match self {
-            AudioSamples::U8(v) => v.get(i).map(|&x| f64::from(x)),
-            AudioSamples::I16(v) => v.get(i).map(|&x| f64::from(x)),
-            AudioSamples::I32(v) => v.get(i).map(|&x| f64::from(x)),
-            AudioSamples::I64(v) => v.get(i).map(|&x| x as f64),
-            AudioSamples::F32(v) => v.get(i).map(|&x| f64::from(x)),
-            AudioSamples::F64(v) => v.get(i).copied(),
-        }
-    }
-
-    /// The values as `f32` in [-1, 1): integers divided by `2^(bits-1)` (unsigned 8-bit centred
-    /// first), floats as they are.
-    pub fn to_f32(&self) -> Vec<f32> {
-        match self {
-            AudioSamples::U8(v) => v.iter().map(|&x| (f32::from(x) - 128.0) / 128.0).collect(),
-            AudioSamples::I16(v) => v.iter().map(|&x| f32::from(x) / 32768.0).collect(),
-            AudioSamples::I32(v) => {
-                v.iter().map(|&x| (f64::from(x) / 2147483648.0) as f32).collect()
-            }
-            AudioSamples::I64(v) => {
-                v.iter().map(|&x| (x as f64 / 9.223372036854776e18) as f32).collect()
-            }
-            AudioSamples::F32(v) => v.clone(),
-            AudioSamples::F64(v) => v.iter().map(|&x| x as f32).collect(),
-        }
-    }
-}
 
 /// A sample type FFmpeg stores in native byte order.
 trait Native: Copy {
@@ -129,19 +52,19 @@ fn channel_major<T: Native>(f: &frame::Audio, channels: usize, planar: bool) -> 
 }
 
 /// One decoded audio frame as `(channels, samples)` in its own sample type, channel-major.
-pub(crate) fn frame_samples(f: &frame::Audio) -> Result<(usize, AudioSamples), Msg> {
+pub(crate) fn frame_samples(f: &frame::Audio) -> Result<(usize, TensorData), Msg> {
     let channels = usize::from(f.channels()).max(1);
     let planar = |t| t == ffmpeg::format::sample::Type::Planar;
     Ok((
         channels,
         match f.format() {
             Sample::None => return Err(AvFault::Missing("audio frame without sample format")),
-            Sample::U8(t) => AudioSamples::U8(channel_major(f, channels, planar(t))),
-            Sample::I16(t) => AudioSamples::I16(channel_major(f, channels, planar(t))),
-            Sample::I32(t) => AudioSamples::I32(channel_major(f, channels, planar(t))),
-            Sample::I64(t) => AudioSamples::I64(channel_major(f, channels, planar(t))),
-            Sample::F32(t) => AudioSamples::F32(channel_major(f, channels, planar(t))),
-            Sample::F64(t) => AudioSamples::F64(channel_major(f, channels, planar(t))),
+            Sample::U8(t) => TensorData::U8(channel_major(f, channels, planar(t))),
+            Sample::I16(t) => TensorData::I16(channel_major(f, channels, planar(t))),
+            Sample::I32(t) => TensorData::I32(channel_major(f, channels, planar(t))),
+            Sample::I64(t) => TensorData::I64(channel_major(f, channels, planar(t))),
+            Sample::F32(t) => TensorData::F32(channel_major(f, channels, planar(t))),
+            Sample::F64(t) => TensorData::F64(channel_major(f, channels, planar(t))),
         },
     ))
 }
@@ -149,7 +72,7 @@ pub(crate) fn frame_samples(f: &frame::Audio) -> Result<(usize, AudioSamples), M
 /// Samples `[from, to)` of a `(channels, n)` buffer, appended per channel.
 struct Parts {
     channels: usize,
-    chunks: Vec<(AudioSamples, usize, usize, usize)>,
+    chunks: Vec<(TensorData, usize, usize, usize)>,
     count: usize,
 }
 
@@ -169,7 +92,7 @@ fn gather<T: Copy>(
 }
 
 impl Parts {
-    fn push(&mut self, (channels, data): (usize, AudioSamples), from: usize, to: Option<usize>) {
+    fn push(&mut self, (channels, data): (usize, TensorData), from: usize, to: Option<usize>) {
         self.channels = channels;
         let n = data.len() / channels.max(1);
         let from = from.min(n);
@@ -183,7 +106,7 @@ impl Parts {
             ($variant:ident) => {{
                 let mut chunks = Vec::with_capacity(self.chunks.len());
                 for (data, n, from, to) in &self.chunks {
-                    let AudioSamples::$variant(v) = data else {
+                    let TensorData::$variant(v) = data else {
                         return Err(AvFault::SampleTypeChanged {
                             before: self.chunks[0].0.dtype(),
                             now: data.dtype(),
@@ -191,16 +114,20 @@ impl Parts {
                     };
                     chunks.push((v.as_slice(), *n, *from, *to));
                 }
-                AudioSamples::$variant(gather(self.channels, self.count, &chunks))
+                TensorData::$variant(gather(self.channels, self.count, &chunks))
             }};
         }
         let data = match self.chunks.first().map(|c| &c.0) {
-            None | Some(AudioSamples::F32(_)) => typed!(F32),
-            Some(AudioSamples::U8(_)) => typed!(U8),
-            Some(AudioSamples::I16(_)) => typed!(I16),
-            Some(AudioSamples::I32(_)) => typed!(I32),
-            Some(AudioSamples::I64(_)) => typed!(I64),
-            Some(AudioSamples::F64(_)) => typed!(F64),
+            None | Some(TensorData::F32(_)) => typed!(F32),
+            Some(TensorData::U8(_)) => typed!(U8),
+            Some(TensorData::I16(_)) => typed!(I16),
+            Some(TensorData::I32(_)) => typed!(I32),
+            Some(TensorData::I64(_)) => typed!(I64),
+            Some(TensorData::F64(_)) => typed!(F64),
+            // `frame_samples` makes none of the other types.
+            Some(other) => {
+                return Err(AvFault::SampleTypeChanged { before: "PCM", now: other.dtype() });
+            }
         };
         Ok(AudioClip {
             channels: self.channels,

@@ -7,7 +7,7 @@
 //! demuxer's index, Matroska/WebM by PTS, anything else through an index built by demuxing.
 //! Video frames come out as RGB24, logically `(frames, 3, height, width)` `u8` stored frame by
 //! frame as `(height, width, 3)` (the reference's permuted view); audio as `(channels,
-//! samples)` in the decoder's own sample type (`AudioSamples`), as PyAV hands it out.
+//! samples)` in the decoder's own sample type, as PyAV hands it out.
 
 mod audio;
 mod container;
@@ -22,17 +22,18 @@ use bytes::Bytes;
 use ffmpeg::{frame, media::Type};
 use ffmpeg_next as ffmpeg;
 
+use crate::decode::TensorData;
+
 #[cfg(any(test, feature = "synth"))]
 pub(crate) use self::container::init;
 pub(crate) use self::meta::probe;
-pub use self::{
-    audio::AudioSamples,
-    error::{AvError, AvFault},
-    meta::MetadataRequest,
-};
 use self::{
     container::{Container, FrameIter, Msg, fraction, ticks_to_seconds},
     reader::{Index, Reader, VideoReader},
+};
+pub use self::{
+    error::{AvError, AvFault},
+    meta::MetadataRequest,
 };
 
 /// How video positions are given.
@@ -99,8 +100,11 @@ pub struct AudioClip {
     pub channels: usize,
     /// Samples per channel.
     pub samples: usize,
-    /// The samples, channel-major, in the decoder's sample type.
-    pub data: AudioSamples,
+    /// The samples, channel-major, in the decoder's sample type as PyAV's
+    /// `AudioFrame.to_ndarray` hands them out (`I16` for 16-bit PCM and FLAC, `I32` for 24- and
+    /// 32-bit, left-aligned as FFmpeg decodes them, `U8` for 8-bit PCM, `F32` for MP3, AAC, Opus
+    /// and Vorbis, `F64` for 64-bit float PCM): not scaled.
+    pub data: TensorData,
     /// Start and end in seconds.
     pub timestamps: (f64, f64),
 }

@@ -143,7 +143,7 @@ impl Report {
             let heads = w["head"].as_array().unwrap().iter().enumerate();
             let tails = tail.iter().enumerate().map(|(i, h)| (last + n - tail.len() + i, h));
             for (i, h) in heads.chain(tails) {
-                if let Some(v) = g.data.get(i) {
+                if let Some(v) = g.data.get_f64(i) {
                     self.max_audio = self.max_audio.max((v - num(h)).abs());
                 }
             }

@@ -70,7 +70,7 @@ pub(crate) fn decode_audio(data: &Bytes, _extension: &str) -> Result<Audio, Stri
         .map_err(|e| e.fault.to_string())?;
     let samples = Tensor {
         shape: vec![clip.channels, clip.samples],
-        data: TensorData::F32(clip.data.to_f32()),
+        data: TensorData::F32(clip.data.pcm_f32().ok_or("audio samples of no PCM type")?),
     };
     Ok(Audio { sample_rate, samples })
 }

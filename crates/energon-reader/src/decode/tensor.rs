@@ -74,6 +74,42 @@ impl TensorData {
     }
 }
 
+impl TensorData {
+    /// Element `i` as `f64`, unscaled (`None` past the end, and for half floats).
+    pub fn get_f64(&self, i: usize) -> Option<f64> {
+        match self {
+            TensorData::Bool(v) => v.get(i).map(|&x| f64::from(u8::from(x))),
+            TensorData::U8(v) => v.get(i).map(|&x| f64::from(x)),
+            TensorData::I8(v) => v.get(i).map(|&x| f64::from(x)),
+            TensorData::U16(v) => v.get(i).map(|&x| f64::from(x)),
+            TensorData::I16(v) => v.get(i).map(|&x| f64::from(x)),
+            TensorData::U32(v) => v.get(i).map(|&x| f64::from(x)),
+            TensorData::I32(v) => v.get(i).map(|&x| f64::from(x)),
+            TensorData::U64(v) => v.get(i).map(|&x| x as f64),
+            TensorData::I64(v) => v.get(i).map(|&x| x as f64),
+            TensorData::F16(_) => None,
+            TensorData::F32(v) => v.get(i).map(|&x| f64::from(x)),
+            TensorData::F64(v) => v.get(i).copied(),
+        }
+    }
+
+    /// Audio samples as `f32` in [-1, 1): signed integers divided by `2^(bits-1)`, unsigned
+    /// 8-bit centred on 128 first, floats as they are; `None` for types PCM does not use.
+    pub fn pcm_f32(&self) -> Option<Vec<f32>> {
+        Some(match self {
+            TensorData::U8(v) => v.iter().map(|&x| (f32::from(x) - 128.0) / 128.0).collect(),
+            TensorData::I16(v) => v.iter().map(|&x| f32::from(x) / 32768.0).collect(),
+            TensorData::I32(v) => v.iter().map(|&x| (f64::from(x) / 2147483648.0) as f32).collect(),
+            TensorData::I64(v) => {
+                v.iter().map(|&x| (x as f64 / 9.223372036854776e18) as f32).collect()
+            }
+            TensorData::F32(v) => v.clone(),
+            TensorData::F64(v) => v.iter().map(|&x| x as f32).collect(),
+            _ => return None,
+        })
+    }
+}
+
 /// An n-dimensional array in C order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tensor {
