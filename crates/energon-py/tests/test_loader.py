@@ -448,3 +448,22 @@ def test_python_and_cli_states_restore_into_each_other(tmp_path, ref_small):
     state = loader.save_state_rank()
     restored.restore_state_rank({**state, "checkpoint": cli_state.read_bytes()})
     assert take_keys(restored, 8) == want
+
+
+def test_loader_config_has_the_references_keys_and_tells_loaders_apart(ref_small):
+    # `loader.config()` as user code reads it (logging it, comparing two loaders' settings): the
+    # reference's keys, and the dataset's settings inside.
+    def loader(nw, bs):
+        wc = energon_rs.WorkerConfig(rank=0, world_size=1, num_workers=nw)
+        ds = energon_rs.get_train_dataset(ref_small, worker_config=wc, batch_size=bs,
+                                          shuffle_buffer_size=None, max_samples_per_sequence=None)
+        return energon_rs.get_savable_loader(ds)
+
+    a, b, c = loader(2, 4), loader(2, 4), loader(0, 8)
+    cfg = a.config()
+    assert list(cfg) == ["type", "num_workers", "persistent_workers", "pin_memory",
+                         "prefetch_factor", "dataset"]
+    assert (cfg["type"], cfg["num_workers"], cfg["persistent_workers"]) == ("SavableDataLoader", 2, True)
+    assert cfg["prefetch_factor"] == 2 and c.config()["prefetch_factor"] is None
+    assert cfg == b.config() and cfg != c.config()
+    assert cfg["dataset"] == a.dataset.config()

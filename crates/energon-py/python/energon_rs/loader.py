@@ -507,6 +507,21 @@ class BasicDataLoader:
         """The items of one pass of this rank: batches when batching, else samples."""
         return self.dataset.items_per_pass()
 
+    def config(self) -> dict:
+        """The loader's settings with the reference's keys (`type`, `num_workers`,
+        `persistent_workers`, `pin_memory`, `prefetch_factor`), and its dataset's
+        (`dataset.config()`): equal for loaders that give the same items. The inner `dataset` dict
+        describes energon-rs's pipeline, not the reference's wrapper classes."""
+        num_workers = self.worker_config.num_workers
+        return {
+            "type": type(self).__qualname__,
+            "num_workers": num_workers,
+            "persistent_workers": num_workers > 0,
+            "pin_memory": True,
+            "prefetch_factor": None if num_workers == 0 else self._prefetch_factor,
+            "dataset": self.dataset.config(),
+        }
+
     def can_restore_sample(self) -> bool:
         """Whether `restore_sample` can make items again: always, every stage of an energon_rs
         pipeline can (hooks that are not `@stateless` are called again as they are)."""
