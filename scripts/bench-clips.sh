@@ -9,8 +9,12 @@
 #   REF_PYTHON: a Python with megatron-energon, PyAV and psutil installed
 #   (tests/fixtures/tools/setup_energon_ref.sh, then `pip install av psutil`); without it only
 #   energon_rs is measured.
-# Needs the ffmpeg command-line tool with libx264 (to generate the videos) and FFmpeg's
-# development libraries (scripts/system-deps.sh --features) for the wheel's video feature.
+# The videos are generated with the ffmpeg command-line tool (libx264) where `ffmpeg` is on PATH,
+# otherwise with PyAV (installed into the bench venv; its wheel has libx264), which runs the same
+# lavfi sources (testsrc2 with seeded noise, a sine tone) into the same encoders and settings;
+# either way the output is deterministic for a given FFmpeg/x264 build (bench.json in DATA names
+# the encoder). The wheel's video feature needs FFmpeg's development libraries
+# (scripts/system-deps.sh --features).
 # Settings (environment): VIDEOS (32), SECONDS_PER_VIDEO (10), FPS (25), SIZE (398x224), GOP (50),
 # CLIPS (1000), NUM_WORKERS (2), RUNS (3), DATA (target/bench-data/clips-...).
 set -euo pipefail
@@ -29,6 +33,9 @@ VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" \
   maturin develop -q --release --locked -m crates/energon-py/Cargo.toml
 if [ ! -e "$data/bench.json" ]; then
   rm -rf "$data"
+  if ! command -v ffmpeg >/dev/null; then
+    "$venv/bin/python" -c 'import av' 2>/dev/null || "$venv/bin/python" -m pip install -q av
+  fi
   "$venv/bin/python" "$bench" generate "$data" --videos "$videos" --seconds "$seconds" \
     --fps "$fps" --size "$size" --gop "$gop"
 fi
