@@ -159,6 +159,21 @@ def test_arrays_arrive_as_writable_arrays_over_shared_memory():
             assert digest(next(iter(threads)).image[1:]) == digest(batch.image[1:])
 
 
+def test_permuted_tensors_cross_processes_as_the_same_views():
+    # Video clips are `(frames, 3, h, w)` views of frame-major RGB: a process worker sends their
+    # memory as it is and the view arrives with the same strides (no transposing copy), as
+    # under threads.
+    torch = pytest.importorskip("torch")
+    from energon_rs import workers
+
+    clip = torch.arange(8 * 64 * 96 * 3, dtype=torch.int32).reshape(8, 64, 96, 3).permute(0, 3, 1, 2)
+    for tensor in [clip, clip.transpose(2, 3), torch.arange(1 << 16).reshape(256, 256).t()]:
+        data, fd = workers.dumps(tensor)
+        assert fd >= 0
+        got = workers.loads(data, fd)
+        assert torch.equal(got, tensor) and got.stride() == tensor.stride()
+
+
 def memfds() -> int:
     """The shared-memory segments of items this process has mapped or open."""
     n = 0

@@ -60,10 +60,13 @@ def start_method(worker_type: str) -> Optional[str]:
     return None
 
 
-def _rebuild_tensor(data: Any, dtype: str, shape: tuple) -> Any:
+def _rebuild_tensor(data: Any, dtype: str, shape: tuple, order: Optional[tuple] = None) -> Any:
+    """A tensor over `data`'s bytes: `shape` in memory order, then its axes put back in `order`
+    (the permuted view it was, strides and all)."""
     import torch
 
-    return torch.from_numpy(data).view(getattr(torch, dtype)).reshape(shape)
+    tensor = torch.from_numpy(data).view(getattr(torch, dtype)).reshape(shape)
+    return tensor if order is None else tensor.permute(order)
 
 
 class _Pickler(pickle.Pickler):
@@ -77,8 +80,19 @@ class _Pickler(pickle.Pickler):
             return NotImplemented
         if obj.numel() * obj.element_size() < _OUT_OF_BAND:
             return NotImplemented
+        dtype = str(obj.dtype).removeprefix("torch.")
+        if not obj.is_contiguous():
+            # A permuted view of contiguous memory (video clips are `(frames, 3, h, w)` views of
+            # frame-major RGB): its memory goes as it is, and the view is made again, so the
+            # strides stay and nothing is transposed.
+            memory_order = tuple(sorted(range(obj.dim()), key=lambda d: -obj.stride(d)))
+            base = obj.permute(memory_order)
+            if base.is_contiguous():
+                flat = base.reshape(-1).view(torch.uint8).numpy()
+                order = tuple(memory_order.index(d) for d in range(obj.dim()))
+                return _rebuild_tensor, (flat, dtype, tuple(base.shape), order)
         flat = obj.contiguous().reshape(-1).view(torch.uint8).numpy()
-        return _rebuild_tensor, (flat, str(obj.dtype).removeprefix("torch."), tuple(obj.shape))
+        return _rebuild_tensor, (flat, dtype, tuple(obj.shape))
 
 
 def dumps(obj: Any) -> tuple[bytes, int]:
