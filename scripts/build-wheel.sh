@@ -26,7 +26,9 @@ export PATH="$VIRTUAL_ENV/bin:$PATH"
 raw="$(mktemp -d)"
 trap 'rm -rf "$raw"' EXIT
 maturin build -q --locked "${profile[@]}" --strip --auditwheel skip -m crates/energon-py/Cargo.toml -o "$raw"
-glibc="$(ldd --version | head -1 | grep -oE '[0-9]+\.[0-9]+$' | tr . _)"
+# (getconf prints one line: reading the first of `ldd --version` with `head` can kill ldd with
+# SIGPIPE, which fails the script under pipefail.)
+glibc="$(getconf GNU_LIBC_VERSION | grep -oE '[0-9]+\.[0-9]+$' | tr . _)"
 rm -rf "$out"
 mkdir -p "$out"
 if ! auditwheel repair --plat "manylinux_${glibc}_$(uname -m)" -w "$out" "$raw"/*.whl >"$raw/repair.log" 2>&1; then
