@@ -79,7 +79,9 @@ impl<'a> FieldSource<'a> {
     /// A field that must be mapped and resolve.
     pub(crate) fn required<T: FromDecoded>(&mut self, field: &str) -> Result<T> {
         match self.lookup(field)? {
-            Some(value) => T::from_decoded(value).map_err(|reason| self.mismatch(field, reason)),
+            Some(value) => {
+                T::from_decoded(value).map_err(|reason| self.mismatch(field, reason.to_string()))
+            }
             None => Err(self.field_error(
                 field,
                 "the field is required but the field_map does not map it".to_owned(),
@@ -90,9 +92,9 @@ impl<'a> FieldSource<'a> {
     /// A field with default `None`: unmapped gives `None`; mapped, it must resolve.
     pub(crate) fn optional<T: FromDecoded>(&mut self, field: &str) -> Result<Option<T>> {
         match self.lookup(field)? {
-            Some(value) => {
-                T::from_decoded(value).map(Some).map_err(|reason| self.mismatch(field, reason))
-            }
+            Some(value) => T::from_decoded(value)
+                .map(Some)
+                .map_err(|reason| self.mismatch(field, reason.to_string())),
             None => Ok(None),
         }
     }

@@ -15,7 +15,7 @@ use energon_index::dataset_config::ClassRef;
 use serde_json::{Map, Value};
 
 pub use self::{
-    convert::{Field, FieldValue, FromDecoded, IntoField, IntoFieldValue},
+    convert::{Field, FieldValue, FromDecoded, IntoField, IntoFieldValue, Mismatch},
     types::*,
 };
 use crate::{

@@ -6,8 +6,24 @@ use crate::decode::{Decoded, Tensor, Video};
 
 /// A typed field that a field map can fill from a decoded value.
 pub trait FromDecoded: Sized {
-    /// Converts, or says what was expected.
-    fn from_decoded(value: Decoded) -> Result<Self, String>;
+    /// Converts, or says what was expected and what was found.
+    fn from_decoded(value: Decoded) -> Result<Self, Mismatch>;
+}
+
+/// A decoded value of another kind than a typed field takes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected {expected}, found {found}")]
+pub struct Mismatch {
+    /// What the field takes (`a string`, `a list of integers`, ...).
+    pub expected: &'static str,
+    /// What the value is (`json object`, `an item 3.5`, ...).
+    pub found: String,
+}
+
+impl Mismatch {
+    fn of(expected: &'static str, found: &Decoded) -> Self {
+        Mismatch { expected, found: what(found) }
+    }
 }
 
 /// A borrowed view of a field value, for generic consumers (preview, Python bindings).
@@ -171,91 +187,96 @@ fn what(value: &Decoded) -> String {
 }
 
 impl FromDecoded for Tensor {
-    fn from_decoded(value: Decoded) -> Result<Self, String> {
+    fn from_decoded(value: Decoded) -> Result<Self, Mismatch> {
         match value {
             Decoded::Image(t) | Decoded::Tensor(t) => Ok(t),
-            other => Err(format!("expected an image or array, found {}", what(&other))),
+            other => Err(Mismatch::of("an image or array", &other)),
         }
     }
 }
 
 impl FromDecoded for String {
-    fn from_decoded(value: Decoded) -> Result<Self, String> {
+    fn from_decoded(value: Decoded) -> Result<Self, Mismatch> {
         match value {
             Decoded::Text(s) | Decoded::Json(Value::String(s)) => Ok(s),
-            other => Err(format!("expected a string, found {}", what(&other))),
+            other => Err(Mismatch::of("a string", &other)),
         }
     }
 }
 
 impl FromDecoded for i64 {
-    fn from_decoded(value: Decoded) -> Result<Self, String> {
+    fn from_decoded(value: Decoded) -> Result<Self, Mismatch> {
         match value {
             Decoded::Int(i) => Ok(i),
             Decoded::Json(Value::Number(n)) if n.as_i64().is_some() => {
                 Ok(n.as_i64().expect("checked"))
             }
-            other => Err(format!("expected an integer, found {}", what(&other))),
+            other => Err(Mismatch::of("an integer", &other)),
         }
     }
 }
 
 impl FromDecoded for Vec<String> {
-    fn from_decoded(value: Decoded) -> Result<Self, String> {
+    fn from_decoded(value: Decoded) -> Result<Self, Mismatch> {
         match value {
             Decoded::Json(Value::Array(items)) => items
                 .into_iter()
                 .map(|item| match item {
                     Value::String(s) => Ok(s),
-                    other => Err(format!("expected a list of strings, found an item {other}")),
+                    other => Err(Mismatch {
+                        expected: "a list of strings",
+                        found: format!("an item {other}"),
+                    }),
                 })
                 .collect(),
-            other => Err(format!("expected a list of strings, found {}", what(&other))),
+            other => Err(Mismatch::of("a list of strings", &other)),
         }
     }
 }
 
 impl FromDecoded for Vec<i64> {
-    fn from_decoded(value: Decoded) -> Result<Self, String> {
+    fn from_decoded(value: Decoded) -> Result<Self, Mismatch> {
         match value {
             Decoded::Json(Value::Array(items)) => items
                 .into_iter()
                 .map(|item| {
-                    item.as_i64()
-                        .ok_or_else(|| format!("expected a list of integers, found an item {item}"))
+                    item.as_i64().ok_or_else(|| Mismatch {
+                        expected: "a list of integers",
+                        found: format!("an item {item}"),
+                    })
                 })
                 .collect(),
-            other => Err(format!("expected a list of integers, found {}", what(&other))),
+            other => Err(Mismatch::of("a list of integers", &other)),
         }
     }
 }
 
 impl FromDecoded for Vec<Tensor> {
-    fn from_decoded(value: Decoded) -> Result<Self, String> {
+    fn from_decoded(value: Decoded) -> Result<Self, Mismatch> {
         match value {
             Decoded::Image(t) | Decoded::Tensor(t) => Ok(vec![t]),
-            other => Err(format!("expected images or arrays, found {}", what(&other))),
+            other => Err(Mismatch::of("images or arrays", &other)),
         }
     }
 }
 
 impl FromDecoded for Video {
-    fn from_decoded(value: Decoded) -> Result<Self, String> {
+    fn from_decoded(value: Decoded) -> Result<Self, Mismatch> {
         match value {
             Decoded::Video(v) => Ok(v),
-            other => Err(format!("expected a video, found {}", what(&other))),
+            other => Err(Mismatch::of("a video", &other)),
         }
     }
 }
 
 impl FromDecoded for Decoded {
-    fn from_decoded(value: Decoded) -> Result<Self, String> {
+    fn from_decoded(value: Decoded) -> Result<Self, Mismatch> {
         Ok(value)
     }
 }
 
 impl FromDecoded for Vec<Decoded> {
-    fn from_decoded(value: Decoded) -> Result<Self, String> {
+    fn from_decoded(value: Decoded) -> Result<Self, Mismatch> {
         match value {
             Decoded::Json(Value::Array(items)) => Ok(items
                 .into_iter()
@@ -264,7 +285,7 @@ impl FromDecoded for Vec<Decoded> {
                     other => Decoded::Json(other),
                 })
                 .collect()),
-            other => Err(format!("expected a list, found {}", what(&other))),
+            other => Err(Mismatch::of("a list", &other)),
         }
     }
 }
