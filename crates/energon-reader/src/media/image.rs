@@ -12,11 +12,34 @@ use image::{ExtendedColorType, ImageDecoder, ImageFormat, ImageReader};
 
 use super::ImageMetadata;
 
+/// Why an image's header gives no metadata.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HeaderError {
+    /// The header ends early (`PNG header`, `BMP palette`, ...).
+    #[error("truncated {0}")]
+    Truncated(&'static str),
+    /// The header is there but inconsistent.
+    #[error("{0}")]
+    Damaged(String),
+    /// No known format, or a format or layout this does not read.
+    #[error("{0}")]
+    Unsupported(String),
+    /// The `image` crate cannot read the header.
+    #[error("cannot read the {format} header: {reason}")]
+    Unreadable {
+        /// The format (`image` before it is known).
+        format: &'static str,
+        /// The `image` crate's reason.
+        reason: String,
+    },
+}
+
 /// Reads the metadata of an encoded image from its header.
 ///
 /// The reason of an error says what is wrong: an unknown or unsupported format, a truncated or
 /// damaged header. Pixel data is not decoded, so damage after the header goes unnoticed.
-pub fn probe_image(data: &[u8]) -> Result<ImageMetadata, String> {
+pub fn probe_image(data: &[u8]) -> Result<ImageMetadata, HeaderError> {
     if data.starts_with(&[0, 0, 1, 0]) {
         return ico(data);
     }
@@ -31,14 +54,15 @@ pub fn probe_image(data: &[u8]) -> Result<ImageMetadata, String> {
     }
     let reader = ImageReader::new(Cursor::new(data))
         .with_guessed_format()
-        .map_err(|e| format!("cannot read the image: {e}"))?;
+        .map_err(|e| HeaderError::Unreadable { format: "image", reason: e.to_string() })?;
     let Some(format) = reader.format() else {
-        return Err("not an image of a known format".to_owned());
+        return Err(HeaderError::Unsupported("not an image of a known format".to_owned()));
     };
-    let name =
-        pil_format_name(format).ok_or_else(|| format!("unsupported image format {format:?}"))?;
-    let decoder =
-        reader.into_decoder().map_err(|e| format!("cannot read the {name} header: {e}"))?;
+    let name = pil_format_name(format)
+        .ok_or_else(|| HeaderError::Unsupported(format!("unsupported image format {format:?}")))?;
+    let decoder = reader
+        .into_decoder()
+        .map_err(|e| HeaderError::Unreadable { format: name, reason: e.to_string() })?;
     let (mut width, mut height) = decoder.dimensions();
     let has_alpha = decoder.color_type().has_alpha();
     let color = decoder.original_color_type();
@@ -93,9 +117,9 @@ fn le32(data: &[u8], at: usize) -> Option<u32> {
 }
 
 /// PNG: the mode from the `IHDR` bit depth and color type (Pillow's table).
-fn png_mode(data: &[u8]) -> Result<&'static str, String> {
+fn png_mode(data: &[u8]) -> Result<&'static str, HeaderError> {
     let (Some(&depth), Some(&color)) = (data.get(24), data.get(25)) else {
-        return Err("truncated PNG header".to_owned());
+        return Err(HeaderError::Truncated("PNG header"));
     };
     Ok(match (depth, color) {
         (1, 0) => "1",
@@ -105,13 +129,17 @@ fn png_mode(data: &[u8]) -> Result<&'static str, String> {
         (1 | 2 | 4 | 8, 3) => "P",
         (8, 4) => "LA",
         (16, 4) | (8 | 16, 6) => "RGBA",
-        _ => return Err(format!("PNG with bit depth {depth} and color type {color}")),
+        _ => {
+            return Err(HeaderError::Unsupported(format!(
+                "PNG with bit depth {depth} and color type {color}"
+            )));
+        }
     })
 }
 
 /// JPEG: width, height and the mode (from the component count) of the first frame header
 /// (`SOFn`).
-pub(super) fn jpeg_header(data: &[u8]) -> Result<(u32, u32, &'static str), String> {
+pub(super) fn jpeg_header(data: &[u8]) -> Result<(u32, u32, &'static str), HeaderError> {
     let mut i = 2;
     loop {
         // Markers may be preceded by fill bytes 0xff.
@@ -119,28 +147,32 @@ pub(super) fn jpeg_header(data: &[u8]) -> Result<(u32, u32, &'static str), Strin
             i += 1;
         }
         let (Some(&0xff), Some(&marker)) = (data.get(i), data.get(i + 1)) else {
-            return Err("truncated or damaged JPEG header (no frame header found)".to_owned());
+            return Err(HeaderError::Damaged(
+                "truncated or damaged JPEG header (no frame header found)".to_owned(),
+            ));
         };
         i += 2;
         if marker == 0x01 || (0xd0..=0xd8).contains(&marker) {
             continue;
         }
-        let len = usize::from(be16(data, i).ok_or("truncated JPEG header")?);
+        let len = usize::from(be16(data, i).ok_or(HeaderError::Truncated("JPEG header"))?);
         let is_sof = (0xc0..=0xcf).contains(&marker) && !matches!(marker, 0xc4 | 0xc8 | 0xcc);
         if is_sof {
-            let truncated = "truncated JPEG frame header";
-            let height = u32::from(be16(data, i + 3).ok_or(truncated)?);
-            let width = u32::from(be16(data, i + 5).ok_or(truncated)?);
-            let mode = match *data.get(i + 7).ok_or(truncated)? {
+            let truncated = || HeaderError::Truncated("JPEG frame header");
+            let height = u32::from(be16(data, i + 3).ok_or_else(truncated)?);
+            let width = u32::from(be16(data, i + 5).ok_or_else(truncated)?);
+            let mode = match *data.get(i + 7).ok_or_else(truncated)? {
                 1 => "L",
                 3 => "RGB",
                 4 => "CMYK",
-                n => return Err(format!("JPEG with {n} components")),
+                n => return Err(HeaderError::Unsupported(format!("JPEG with {n} components"))),
             };
             return Ok((width, height, mode));
         }
         if marker == 0xda || len < 2 {
-            return Err("damaged JPEG header (scan before the frame header)".to_owned());
+            return Err(HeaderError::Damaged(
+                "damaged JPEG header (scan before the frame header)".to_owned(),
+            ));
         }
         i += len;
     }
@@ -160,8 +192,8 @@ fn palette_needed(palette: &[u8]) -> bool {
 
 /// GIF: the size (grown to the first frame's extent, as Pillow does) and the mode of the first
 /// frame (`P` with a palette, `L` without one or with a grey-ramp palette).
-fn gif_info(data: &[u8]) -> Result<GifInfo, String> {
-    let truncated = || "truncated GIF header".to_owned();
+fn gif_info(data: &[u8]) -> Result<GifInfo, HeaderError> {
+    let truncated = || HeaderError::Truncated("GIF header");
     let mut width = u32::from(le16(data, 6).ok_or_else(truncated)?);
     let mut height = u32::from(le16(data, 8).ok_or_else(truncated)?);
     let flags = *data.get(10).ok_or_else(truncated)?;
@@ -204,15 +236,21 @@ fn gif_info(data: &[u8]) -> Result<GifInfo, String> {
                 };
                 return Ok(GifInfo { width, height, mode: if palette { "P" } else { "L" } });
             }
-            Some(b';') | None => return Err("GIF without an image".to_owned()),
-            Some(b) => return Err(format!("damaged GIF header (block type {b:#04x})")),
+            Some(b';') | None => {
+                return Err(HeaderError::Damaged("GIF without an image".to_owned()));
+            }
+            Some(b) => {
+                return Err(HeaderError::Damaged(format!(
+                    "damaged GIF header (block type {b:#04x})"
+                )));
+            }
         }
     }
 }
 
 /// BMP: the mode from the bit count, compression and palette (Pillow's rules).
-fn bmp_mode(data: &[u8]) -> Result<&'static str, String> {
-    let truncated = || "truncated BMP header".to_owned();
+fn bmp_mode(data: &[u8]) -> Result<&'static str, HeaderError> {
+    let truncated = || HeaderError::Truncated("BMP header");
     let header_size = le32(data, 14).ok_or_else(truncated)? as usize;
     let (bits, compression, clr_used, entry_size) = if header_size == 12 {
         (le16(data, 24).ok_or_else(truncated)?, 0, 0, 3)
@@ -228,8 +266,9 @@ fn bmp_mode(data: &[u8]) -> Result<&'static str, String> {
         1 | 2 | 4 | 8 => {
             let colors = if clr_used == 0 { 1usize << bits } else { clr_used as usize };
             let start = 14 + header_size;
-            let palette =
-                data.get(start..start + colors * entry_size).ok_or("truncated BMP palette")?;
+            let palette = data
+                .get(start..start + colors * entry_size)
+                .ok_or(HeaderError::Truncated("BMP palette"))?;
             let entry = |i: usize| &palette[i * entry_size..i * entry_size + 3];
             let grey_value = |i: usize| if bits == 1 { [0u8, 255][i.min(1)] } else { i as u8 };
             let indices = if bits == 1 { 2 } else { colors };
@@ -247,12 +286,14 @@ fn bmp_mode(data: &[u8]) -> Result<&'static str, String> {
             let alpha_mask = if header_size >= 56 { le32(data, 14 + 52).unwrap_or(0) } else { 0 };
             if matches!(compression, 3 | 6) && alpha_mask != 0 { "RGBA" } else { "RGB" }
         }
-        other => return Err(format!("BMP with {other} bits per pixel")),
+        other => {
+            return Err(HeaderError::Unsupported(format!("BMP with {other} bits per pixel")));
+        }
     })
 }
 
 /// TIFF (and anything else read by the `image` crate): Pillow's mode for the color type.
-fn tiff_mode(color: ExtendedColorType) -> Result<&'static str, String> {
+fn tiff_mode(color: ExtendedColorType) -> Result<&'static str, HeaderError> {
     Ok(match color {
         ExtendedColorType::L1 => "1",
         ExtendedColorType::L8 => "L",
@@ -263,17 +304,17 @@ fn tiff_mode(color: ExtendedColorType) -> Result<&'static str, String> {
         ExtendedColorType::Cmyk8 => "CMYK",
         ExtendedColorType::Rgb32F => "RGB",
         ExtendedColorType::Rgba32F => "RGBA",
-        other => return Err(format!("TIFF color type {other:?}")),
+        other => return Err(HeaderError::Unsupported(format!("TIFF color type {other:?}"))),
     })
 }
 
 /// ICO: the largest image of the directory; PNG images keep their PNG mode, BMP images are
 /// `RGBA` (Pillow adds the AND mask as alpha).
-fn ico(data: &[u8]) -> Result<ImageMetadata, String> {
-    let truncated = || "truncated ICO header".to_owned();
+fn ico(data: &[u8]) -> Result<ImageMetadata, HeaderError> {
+    let truncated = || HeaderError::Truncated("ICO header");
     let count = usize::from(le16(data, 4).ok_or_else(truncated)?);
     if count == 0 {
-        return Err("ICO without images".to_owned());
+        return Err(HeaderError::Damaged("ICO without images".to_owned()));
     }
     let mut best: Option<(u64, u16, usize)> = None;
     for n in 0..count {
@@ -290,10 +331,11 @@ fn ico(data: &[u8]) -> Result<ImageMetadata, String> {
     let (w, h) = (data[e], data[e + 1]);
     let side = |b: u8| if b == 0 { 256u32 } else { u32::from(b) };
     let offset = le32(data, e + 12).ok_or_else(truncated)? as usize;
-    let image = data.get(offset..).filter(|d| d.len() >= 8).ok_or("truncated ICO image")?;
+    let image =
+        data.get(offset..).filter(|d| d.len() >= 8).ok_or(HeaderError::Truncated("ICO image"))?;
     let (width, height, mode) = if image.starts_with(b"\x89PNG") {
-        let width = be32(image, 16).ok_or("truncated PNG header in ICO")?;
-        let height = be32(image, 20).ok_or("truncated PNG header in ICO")?;
+        let width = be32(image, 16).ok_or(HeaderError::Truncated("PNG header in ICO"))?;
+        let height = be32(image, 20).ok_or(HeaderError::Truncated("PNG header in ICO"))?;
         (width, height, png_mode(image)?)
     } else {
         (side(w), side(h), "RGBA")
@@ -304,12 +346,16 @@ fn ico(data: &[u8]) -> Result<ImageMetadata, String> {
 const JP2_SIGNATURE: &[u8] = &[0, 0, 0, 0x0c, b'j', b'P', b' ', b' ', 0x0d, 0x0a, 0x87, 0x0a];
 
 /// JPEG 2000: the `ihdr` box of a JP2 file, or the `SIZ` marker of a raw codestream.
-fn jpeg2000(data: &[u8]) -> Result<ImageMetadata, String> {
-    let truncated = || "truncated JPEG 2000 header".to_owned();
+fn jpeg2000(data: &[u8]) -> Result<ImageMetadata, HeaderError> {
+    let truncated = || HeaderError::Truncated("JPEG 2000 header");
     let (width, height, components, depth) = if data.starts_with(JP2_SIGNATURE) {
         let ihdr = find_box(data, 12, b"jp2h")
             .and_then(|(start, end)| find_box(&data[..end], start, b"ihdr"))
-            .ok_or("JPEG 2000 file without an image header (jp2h/ihdr)")?
+            .ok_or_else(|| {
+                HeaderError::Damaged(
+                    "JPEG 2000 file without an image header (jp2h/ihdr)".to_owned(),
+                )
+            })?
             .0;
         let height = be32(data, ihdr).ok_or_else(truncated)?;
         let width = be32(data, ihdr + 4).ok_or_else(truncated)?;
@@ -324,8 +370,9 @@ fn jpeg2000(data: &[u8]) -> Result<ImageMetadata, String> {
         let yo = be32(data, 20).ok_or_else(truncated)?;
         let csiz = be16(data, 40).ok_or_else(truncated)?;
         let ssiz = *data.get(42).ok_or_else(truncated)?;
-        let width = x.checked_sub(xo).ok_or("damaged JPEG 2000 size")?;
-        let height = y.checked_sub(yo).ok_or("damaged JPEG 2000 size")?;
+        let damaged = || HeaderError::Damaged("damaged JPEG 2000 size".to_owned());
+        let width = x.checked_sub(xo).ok_or_else(damaged)?;
+        let height = y.checked_sub(yo).ok_or_else(damaged)?;
         (width, height, csiz, (ssiz & 0x7f) + 1)
     };
     let mode = match (components, depth) {
@@ -334,7 +381,9 @@ fn jpeg2000(data: &[u8]) -> Result<ImageMetadata, String> {
         (2, _) => "LA",
         (3, _) => "RGB",
         (4, _) => "RGBA",
-        (n, _) => return Err(format!("JPEG 2000 with {n} components")),
+        (n, _) => {
+            return Err(HeaderError::Unsupported(format!("JPEG 2000 with {n} components")));
+        }
     };
     Ok(ImageMetadata { width, height, format: "JPEG2000".to_owned(), mode: mode.to_owned() })
 }

@@ -35,7 +35,7 @@ pub use energon_index::media::{AvMetadata, ImageMetadata, MediaStrategy, Metadat
 
 pub use self::{
     filter::{AV_EXTENSIONS, IMAGE_EXTENSIONS, MediaFilter, MediaType},
-    image::probe_image,
+    image::{HeaderError, probe_image},
 };
 use crate::{Result, file_store::FileStore};
 
@@ -94,7 +94,9 @@ pub fn probe_av(name: &str, source: AvSource<'_>) -> Result<AvMetadata, String> 
 /// Reads the metadata of one entry of type `media_type`.
 pub fn probe(media_type: MediaType, name: &str, source: AvSource<'_>) -> Result<Metadata, String> {
     match media_type {
-        MediaType::Image => probe_image(source.data).map(Metadata::Image),
+        MediaType::Image => {
+            probe_image(source.data).map(Metadata::Image).map_err(|e| e.to_string())
+        }
         MediaType::Av => probe_av(name, source).map(Metadata::Av),
     }
 }

@@ -3,8 +3,8 @@
 use image::{ColorType, ImageFormat};
 
 use crate::media::{
-    AvMetadata, AvSource, ImageMetadata, MediaFilter, MediaStrategy, MediaType, probe_av,
-    probe_image, synth,
+    AvMetadata, AvSource, HeaderError, ImageMetadata, MediaFilter, MediaStrategy, MediaType,
+    probe_av, probe_image, synth,
 };
 
 fn img(format: ImageFormat, color: ColorType) -> Vec<u8> {
@@ -215,8 +215,13 @@ fn bad_images_are_reasons_not_panics() {
     ];
     for (data, want) in cases {
         let err = probe_image(&data).unwrap_err();
-        assert!(err.contains(want), "{err}");
+        assert!(err.to_string().contains(want), "{err}");
     }
+    // Which kind of failure it is, typed.
+    let cut = probe_image(&good[..20]);
+    assert!(matches!(cut, Err(HeaderError::Unreadable { format: "PNG", .. })), "{cut:?}");
+    assert_eq!(probe_image(&[0, 0, 1, 0, 1, 0]), Err(HeaderError::Truncated("ICO header")));
+    assert!(matches!(probe_image(b"hello, world"), Err(HeaderError::Unsupported(_))));
     // Any prefix of a valid image gives a result or a reason, never a panic.
     for data in [
         &good,
