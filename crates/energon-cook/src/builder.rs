@@ -90,8 +90,6 @@ pub struct LoaderBuilder<T, E = DefaultTaskEncoder<T>> {
     input: Input<T>,
     encoder: Arc<E>,
     aux_decoder: Option<Decoder>,
-    /// Whether the passes repeat (`None`: the default of the input).
-    repeat: Option<bool>,
     /// A setting of one dataset that was given for a plan (building fails).
     refused: Option<&'static str>,
     common: Common,
@@ -179,7 +177,6 @@ impl<T: Send + 'static> LoaderBuilder<T> {
             input,
             encoder: Arc::new(DefaultTaskEncoder::default()),
             aux_decoder: Some(Decoder::default()),
-            repeat: None,
             refused: None,
             common,
         }
@@ -220,7 +217,6 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
             input: self.input,
             encoder: Arc::new(encoder),
             aux_decoder: self.aux_decoder,
-            repeat: self.repeat,
             refused: self.refused,
             common: self.common,
         }
@@ -326,8 +322,7 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
     /// repetition is its own); a validation loader that repeats is the reference's
     /// `RepeatDataset` around it.
     pub fn repeat(mut self, repeat: bool) -> Self {
-        self.repeat = Some(repeat);
-        self.common.settings.repeat = repeat;
+        self.common.settings.repeat = Some(repeat);
         self
     }
 
@@ -350,7 +345,7 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
                 };
                 let options = MixOptions::default()
                     .training(training)
-                    .repeat(!training || self.repeat.unwrap_or(true))
+                    .repeat(!training || self.common.settings.repeat.unwrap_or(true))
                     .max_samples_per_sequence(input.max_samples_per_sequence)
                     .parallel_shard_iters(input.parallel_shard_iters);
                 let source = Arc::clone(&input.source);
@@ -389,7 +384,7 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
             "dataset.max_samples_per_sequence",
             format!("{:?}", plan.options.max_samples_per_sequence),
         );
-        if let Some(repeat) = self.repeat.filter(|_| !plan.options.training) {
+        if let Some(repeat) = self.common.settings.repeat.filter(|_| !plan.options.training) {
             config.insert("repeat", repeat);
         }
         for (i, (leaf, load)) in plan.leaves.iter().zip(self.leaves()).enumerate() {
@@ -450,7 +445,7 @@ impl<T: Send + 'static, E: TaskEncoder<Sample = T>> LoaderBuilder<T, E> {
                 reason: "a plan's leaves are set by its metadataset and MixOptions",
             });
         }
-        if let (Input::Plan { .. }, Some(repeat)) = (&self.input, self.repeat)
+        if let (Input::Plan { .. }, Some(repeat)) = (&self.input, self.common.settings.repeat)
             && plan.options.training
             && repeat != plan.options.repeat
         {
@@ -637,6 +632,6 @@ impl<T, E> std::fmt::Debug for LoaderBuilder<T, E> {
                     .field("max_samples_per_sequence", &input.max_samples_per_sequence);
             }
         }
-        s.field("repeat", &self.repeat).field("common", &self.common).finish_non_exhaustive()
+        s.field("common", &self.common).finish_non_exhaustive()
     }
 }

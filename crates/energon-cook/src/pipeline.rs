@@ -43,9 +43,10 @@ pub(crate) struct Settings {
     pub(crate) drop_last: bool,
     pub(crate) packing_buffer_size: Option<usize>,
     pub(crate) virtual_epoch_length: u64,
-    /// Validation: the whole pipeline, batches included, repeats forever (the reference's
-    /// `RepeatDataset` around it: each pass ends with its own short batch).
-    pub(crate) repeat: bool,
+    /// Whether the passes repeat (`None`: the input's default). For validation, `Some(true)`
+    /// repeats the whole pipeline, batches included (the reference's `RepeatDataset` around it:
+    /// each pass ends with its own short batch).
+    pub(crate) repeat: Option<bool>,
     pub(crate) limit: Option<u64>,
 }
 
@@ -245,7 +246,7 @@ pub(crate) fn outer_stages<T: Send + 'static>(
     if settings.training && settings.virtual_epoch_length > 0 {
         stage = Box::new(Epochize::new(stage, settings.virtual_epoch_length, &env.worker));
     }
-    if !settings.training && settings.repeat {
+    if !settings.training && settings.repeat == Some(true) {
         stage = Box::new(Repeat::forever(stage, env.worker.local));
     }
     if !settings.training

@@ -40,7 +40,7 @@ impl Default for Common {
                 drop_last: false,
                 packing_buffer_size: None,
                 virtual_epoch_length: 0,
-                repeat: false,
+                repeat: None,
                 limit: None,
             },
             prefetch_factor: 2,

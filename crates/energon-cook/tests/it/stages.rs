@@ -83,11 +83,20 @@ impl TaskEncoder for Failing {
     }
 }
 
+/// A validation loader (the samples come sequentially, so failures of even samples alternate)
+/// whose `encode_sample` fails as `fail` says.
 fn failing(fail: fn(u64) -> HookResult<u64>, tolerance: u64) -> energon_cook::Loader<Keyed<u64>> {
+    failing_in(false, fail, tolerance)
+}
+
+fn failing_in(
+    training: bool,
+    fail: fn(u64) -> HookResult<u64>,
+    tolerance: u64,
+) -> energon_cook::Loader<Keyed<u64>> {
     let cfg = WorkerConfig::new(0, 1, 0).unwrap();
-    // Validation order: the samples come sequentially, so failures of even samples alternate.
     LoaderBuilder::new(dataset(), cfg, |raw| Ok(Some(raw.key)))
-        .training(false)
+        .training(training)
         .task_encoder(Failing(fail))
         .error_policy(ErrorPolicy::with_tolerance(tolerance))
         .build_samples()
@@ -153,12 +162,7 @@ fn failures_are_dropped_counted_and_stop_the_loader_at_the_tolerance() {
     assert!(loader.next().is_none());
     // A tolerance beyond two passes over the worker's 200 samples: the tolerance ends it, with
     // the failure error, as the reference ends it (not as a loader of nothing to load).
-    let cfg = WorkerConfig::new(0, 1, 0).unwrap();
-    let mut loader = LoaderBuilder::new(dataset(), cfg, |raw| Ok(Some(raw.key)))
-        .task_encoder(Failing(|_| Err(HookError::msg("broken"))))
-        .error_policy(ErrorPolicy::with_tolerance(500))
-        .build_samples()
-        .unwrap();
+    let mut loader = failing_in(true, |_| Err(HookError::msg("broken")), 500);
     let err = loader.next().unwrap().unwrap_err();
     assert!(matches!(err, Error::TooManyFailures { count: 500, .. }), "{err}");
     // Skips are counted, not failures.

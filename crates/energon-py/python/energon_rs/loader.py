@@ -398,17 +398,17 @@ def LimitDataset(  # noqa: N802 (the reference's class name)
     return dataset._with(limit=length)
 
 
-def _as_tuples(key: Any) -> Any:
-    """A restore key with its lists (what torch's `default_convert` makes of tuples) as tuples."""
-    return tuple(_as_tuples(k) for k in key) if isinstance(key, (list, tuple)) else key
+def _hands_out_torch(dataset: Dataset) -> bool:
+    """Whether `dataset` (every part of a combined one) hands out torch tensors."""
+    parts = getattr(dataset, "datasets", None) or [dataset]
+    return all(d._config.get("torch") for d in parts)
 
 
 def _torch_convert(dataset: Dataset) -> Any:
     """torch's `default_convert` where `dataset` hands out torch tensors, else None: the
     reference's torch DataLoader (batch_size=None) passes every item through it, so a mapping's
     tuples become lists and numpy arrays tensors; sample and batch objects pass unchanged."""
-    parts = getattr(dataset, "datasets", None) or [dataset]
-    if not all(d._config.get("torch") for d in parts):
+    if not _hands_out_torch(dataset):
         return None
     from torch.utils.data import default_convert
 
@@ -418,8 +418,7 @@ def _torch_convert(dataset: Dataset) -> Any:
 def _pins_memory(dataset: Dataset) -> bool:
     """Whether a loader of `dataset` pins its items' memory: they hold torch tensors and torch
     sees a CUDA device (torch's DataLoader pins only then)."""
-    parts = getattr(dataset, "datasets", None) or [dataset]
-    if not all(d._config.get("torch") for d in parts):
+    if not _hands_out_torch(dataset):
         return False
     torch = sys.modules.get("torch")
     return torch is not None and torch.cuda.is_available()
@@ -532,7 +531,7 @@ class BasicDataLoader:
         with that `__restore_key__`: re-read and re-run through the worker's stages with the same
         indices (so the same per-sample seeds), in this thread, without changing the loader's
         position."""
-        return self.dataset._spec.restore_item(_as_tuples(restore_key))
+        return self.dataset._spec.restore_item(tuple(restore_key))
 
     def close(self) -> None:
         """Stops the workers, threads or processes (also done when the loader is garbage
